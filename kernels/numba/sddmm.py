@@ -1,0 +1,60 @@
+"""Sampled dense-dense products (SDDMM) over a semiring, row-parallel.
+
+``C = A .(x) (X (+).(x) Y^T)`` evaluated only on ``A``'s pattern: for a
+nonzero ``e = (i, j)``, ``C.data[e] = A.data[e] (x) ((+)_k X[i, k] (x) Y[j, k])``.
+This is the attention-score kernel of GAT-like layers.  Each nonzero is
+independent; the kernel runs ``prange`` over chunks of rows balanced by
+nonzero count so that one row of ``X`` stays in cache while its nonzeros
+stream through rows of ``Y``.
+"""
+
+import numba
+
+from ._ops import ADD_PLUS, MUL_TIMES, clamp_parts, row_partition, semiring_add, semiring_mul
+
+__all__ = ["csr_sddmm"]
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def csr_sddmm(indptr, indices, data, x, y, add_op, mul_op, identity, nparts, out_data):
+    """``out_data[e] = data[e] (x) ((+)_k x[i, k] (x) y[indices[e], k])``.
+
+    Parameters
+    ----------
+    indptr, indices : int32 or int64 arrays of ``A`` (``m`` rows, ``n`` columns)
+    data : float array ``(nnz,)``
+    x : float array ``(m, d)``, C-contiguous
+    y : float array ``(n, d)``, C-contiguous (not transposed: rows of ``y``
+        are the column operands, so the inner loop is contiguous in both)
+    add_op, mul_op : int
+        Semiring codes (``_ops.ADD_*``, ``_ops.MUL_*``).
+    identity : float scalar of ``out_data.dtype``
+        Start of the inner reduction (what ``d == 0`` yields).
+    nparts : int
+        Number of row chunks (clamped to ``[1, m]``).
+    out_data : float array ``(nnz,)``, overwritten; same order as ``indices``
+
+    Notes
+    -----
+    The output keeps ``A``'s pattern and storage order, so unsorted indices
+    and duplicates simply produce one value per stored nonzero.
+    Cost O(nnz * d); no scratch memory.
+    """
+    m = indptr.shape[0] - 1
+    d = x.shape[1]
+    one = out_data.dtype.type(1)
+    nparts = clamp_parts(nparts, m)
+    bounds = row_partition(indptr, nparts)
+    for p in numba.prange(nparts):
+        for i in range(bounds[p], bounds[p + 1]):
+            for e in range(indptr[i], indptr[i + 1]):
+                j = indices[e]
+                acc = identity
+                if add_op == ADD_PLUS and mul_op == MUL_TIMES:
+                    # dot product fast path (plus_times / mean)
+                    for k in range(d):
+                        acc += x[i, k] * y[j, k]
+                else:
+                    for k in range(d):
+                        acc = semiring_add(add_op, acc, semiring_mul(mul_op, x[i, k], y[j, k], one))
+                out_data[e] = semiring_mul(mul_op, data[e], acc, one)

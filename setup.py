@@ -1,0 +1,34 @@
+"""spgnn: distributed sparse linear algebra for graph neural networks."""
+
+from setuptools import setup
+
+setup(
+    name="spgnn",
+    version="0.1.0",
+    description="Distributed sparse linear algebra (SpMM, SpGEMM, SDDMM) for GNN training over MPI",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    # Listed explicitly: kernels/ is installed as spgnn._kernels.
+    packages=[
+        "spgnn", "spgnn.backends", "spgnn.cli", "spgnn.comm", "spgnn.core", "spgnn.testing",
+        "spgnn._kernels", "spgnn._kernels.numba",
+    ],
+    package_dir={"spgnn._kernels": "kernels"},
+    package_data={"spgnn._kernels": ["README.md", "cuda/*.cu", "cuda/*.cuh"]},
+    install_requires=[
+        "numpy>=1.24,<2.6",  # numba 0.68 supports numpy < 2.6
+        "scipy>=1.10",
+        "numba>=0.59",
+        "mpi4py>=4.0",
+    ],
+    extras_require={
+        # pip-installed MPI runtime (mpiexec next to the interpreter); leave it
+        # out on clusters that provide their own MPI.
+        "mpich": ["mpich"],
+        "test": ["pytest>=7", "hypothesis>=6.80", "pytest-timeout"],
+        "partition": ["pymetis"],
+        "gpu": ["cupy-cuda13x>=13"],
+    },
+    entry_points={"console_scripts": ["spgnn=spgnn.__main__:main"]},
+)

@@ -1,0 +1,45 @@
+"""spgnn: distributed sparse linear algebra for graph neural networks.
+
+Importing spgnn initialises neither MPI nor Numba: MPI starts when the first
+communicator is made (``Communicator.world()``, ``make_grid``), Numba
+kernels compile (or load from the on-disk cache) on first use.
+"""
+
+__version__ = "0.1.0"
+
+from .errors import (BackendMismatch, BackendUnavailable, DimensionMismatch, DTypeError,
+                     GridError, GridMismatch, InvalidSparseStructure, LayoutMismatch, RemoteError,
+                     SpgnnEfficiencyWarning, SpgnnError)
+from .layout import Layout, block_bounds
+from .grid import AbstractGrid, ProcessGrid, grid_1d, grid_15d, grid_2d, grid_3d, make_grid
+from .comm import Communicator, CommStats, run_loopback
+from .backends import available_backends, get_backend, set_default_backend
+from .core.semiring import (Semiring, get_semiring, max_plus, max_second, max_times, mean,
+                            min_plus, min_second, min_times, plus_pair, plus_second, plus_times)
+from .core.local import LocalCSR
+from .core.dist_dense import DistDenseMatrix
+from .core.dist_sparse import DistSparseMatrix
+from .core.spmm import spmm
+from .core import local_ops
+from .generators import rmat, sbm
+
+__all__ = [
+    "__version__",
+    # errors
+    "SpgnnError", "DimensionMismatch", "LayoutMismatch", "GridError", "GridMismatch",
+    "InvalidSparseStructure", "DTypeError", "BackendUnavailable", "BackendMismatch",
+    "RemoteError", "SpgnnEfficiencyWarning",
+    # placement
+    "Layout", "block_bounds", "AbstractGrid", "ProcessGrid", "make_grid", "grid_1d", "grid_15d",
+    "grid_2d", "grid_3d",
+    # communication
+    "Communicator", "CommStats", "run_loopback",
+    # backends and semirings
+    "available_backends", "get_backend", "set_default_backend", "Semiring", "get_semiring",
+    "plus_times", "min_plus", "max_plus", "max_times", "min_times", "plus_pair", "plus_second",
+    "max_second", "min_second", "mean",
+    # matrices and operators
+    "LocalCSR", "DistDenseMatrix", "DistSparseMatrix", "spmm", "local_ops",
+    # generators
+    "rmat", "sbm",
+]

@@ -1,0 +1,226 @@
+"""The ``numba`` backend: compiled, multi-threaded CPU kernels.
+
+Array module numpy; the kernels live in :mod:`spgnn._kernels.numba` and are
+imported (hence numba imported, and the kernels loaded from numba's on-disk
+cache or compiled) on first use, so that ``import spgnn`` stays fast and
+:meth:`NumbaBackend.unavailable_reason` costs a ``find_spec``.
+
+The Python side validates arguments (the same checks as the numpy reference,
+in :mod:`spgnn.backends._validate`), converts the semiring to integer op
+codes, casts operands to one value dtype and one index dtype (so only
+(index dtype) x (value dtype) kernel signatures exist), allocates outputs
+and applies ``row_mean`` division.
+"""
+
+import importlib.util
+
+import numpy as np
+
+from ..core.local import LocalCSR
+from . import _validate as V
+from . import register_backend
+from .base import Backend
+
+__all__ = ["NumbaBackend"]
+
+_K = {}
+
+
+def _kernels():
+    """The kernel modules, imported on first use (this is what imports numba)."""
+    if not _K:
+        import numba
+
+        from .._kernels.numba import _ops, extract, sddmm, spgemm, spmm
+
+        _K.update(numba=numba, ops=_ops, spmm=spmm, spgemm=spgemm, sddmm=sddmm,
+                  extract=extract)
+    return _K
+
+
+def _nparts(k):
+    """Row chunks per parallel kernel: a few per thread, for load balance."""
+    return 4 * k["numba"].get_num_threads()
+
+
+def _codes(k, semiring):
+    ops = k["ops"]
+    return ops.ADD_CODES[semiring.add.name], ops.MUL_CODES[semiring.multiply]
+
+
+def _common_index(*arrays):
+    """int64 if any operand uses it, else int32: one index dtype per kernel call."""
+    return np.dtype(np.int64) if any(a.dtype == np.int64 for a in arrays) else np.dtype(np.int32)
+
+
+@register_backend
+class NumbaBackend(Backend):
+    """Numba CPU backend: row-parallel kernels, numpy arrays."""
+
+    name = "numba"
+
+    @classmethod
+    def unavailable_reason(cls):
+        # find_spec, not import: importing numba costs about half a second
+        if importlib.util.find_spec("numba") is None:
+            return "numba is not installed (pip install numba)"
+        return None
+
+    @property
+    def xp(self):
+        return np
+
+    # -- SpMM ---------------------------------------------------------------
+    def spmm(self, a, x, semiring, out=None):
+        """``Y = A (+).(x) X``; see :mod:`spgnn.backends.base` for the semantics.
+
+        Parameters
+        ----------
+        a : LocalCSR ``(m, k)``
+        x : ndarray ``(k, n)``, float32 or float64 (any layout; copied to
+            C order in the result dtype when needed)
+        semiring : Semiring or name
+        out : ndarray ``(m, n)`` of the result dtype, optional; filled and returned
+
+        Returns
+        -------
+        ndarray ``(m, n)`` of ``np.result_type(a.data, x)``
+        """
+        x, semiring, dt = V.check_spmm(a, x, semiring)
+        m, n = a.shape[0], x.shape[1]
+        if out is not None:
+            V.check_out(out, (m, n), dt, "spmm")
+        k = _kernels()
+        data = a.data.astype(dt, copy=False)
+        x = np.ascontiguousarray(x, dtype=dt)
+        # write straight into `out` unless the kernel cannot (layout) or must
+        # not (it aliases an input it reads while writing)
+        direct = (out is not None and out.flags.c_contiguous
+                  and not np.may_share_memory(out, x) and not np.may_share_memory(out, data))
+        y = out if direct else np.empty((m, n), dtype=dt)
+        add, mul = _codes(k, semiring)
+        ops = k["ops"]
+        if add == ops.ADD_PLUS and mul == ops.MUL_TIMES:
+            k["spmm"].csr_spmm_plus_times(a.indptr, a.indices, data, x, _nparts(k), y)
+        else:
+            k["spmm"].csr_spmm_rowwise(a.indptr, a.indices, data, x, add, mul,
+                                       dt.type(semiring.add.identity), _nparts(k), y)
+        if semiring.row_mean:
+            y /= np.maximum(np.diff(a.indptr), 1).astype(dt)[:, None]
+        if out is not None and not direct:
+            out[...] = y
+            return out
+        return y
+
+    # -- SpGEMM --------------------------------------------------------------
+    def spgemm_symbolic(self, a, b):
+        """Output ``indptr`` (int64, ``a.shape[0] + 1``) of ``A @ B``'s structural pattern."""
+        V.check_spgemm(a, b, "spgemm_symbolic")
+        k = _kernels()
+        idt = _common_index(a.indices, b.indices)
+        out_indptr = np.empty(a.shape[0] + 1, dtype=np.int64)
+        k["spgemm"].csr_spgemm_symbolic(
+            a.indptr.astype(idt, copy=False), a.indices.astype(idt, copy=False),
+            b.indptr.astype(idt, copy=False), b.indices.astype(idt, copy=False),
+            b.shape[1], _nparts(k), out_indptr)
+        return out_indptr
+
+    def spgemm_numeric(self, a, b, indptr, semiring):
+        """``C = A (+).(x) B`` on the pattern counted by :meth:`spgemm_symbolic`.
+
+        Returns a :class:`LocalCSR` ``(a.shape[0], b.shape[1])`` with sorted,
+        duplicate-free indices, keeping structural zeros.  Raises
+        :class:`~spgnn.errors.InvalidSparseStructure` when ``indptr`` is not
+        the symbolic product's.
+        """
+        V.check_spgemm(a, b, "spgemm_numeric")
+        semiring = V.check_semiring(semiring)
+        indptr = V.check_spgemm_indptr(indptr, a)
+        m, n = a.shape[0], b.shape[1]
+        dt = V.result_dtype(a.data, b.data)
+        nnz = int(indptr[-1])
+        idt = V.index_dtype_for(nnz, (m, n), a.index_dtype, b.index_dtype)
+        k = _kernels()
+        add, mul = _codes(k, semiring)
+        out_indptr = indptr.astype(idt)
+        out_indices = np.empty(nnz, dtype=idt)
+        out_data = np.empty(nnz, dtype=dt)
+        bad = k["spgemm"].csr_spgemm_numeric(
+            a.indptr.astype(idt, copy=False), a.indices.astype(idt, copy=False),
+            a.data.astype(dt, copy=False),
+            b.indptr.astype(idt, copy=False), b.indices.astype(idt, copy=False),
+            b.data.astype(dt, copy=False), n, add, mul, _nparts(k),
+            out_indptr, out_indices, out_data)
+        if bad:
+            raise V.indptr_mismatch(int(bad))
+        if semiring.row_mean:
+            counts = np.maximum(np.diff(a.indptr), 1).astype(dt)
+            out_data /= np.repeat(counts, np.diff(indptr))
+        return LocalCSR(out_indptr, out_indices, out_data, (m, n), check=None)
+
+    # -- SDDMM ---------------------------------------------------------------
+    def sddmm(self, a, x, y, semiring):
+        """``C.data[e] = a.data[e] (x) ((+)_k x[i, k] (x) y[j, k])`` on ``a``'s pattern.
+
+        ``x`` is ``(m, d)``, ``y`` is ``(n, d)``; the result shares ``a``'s
+        ``indptr`` and ``indices`` arrays (same pattern and order).
+        """
+        x, y, semiring, dt = V.check_sddmm(a, x, y, semiring)
+        k = _kernels()
+        add, mul = _codes(k, semiring)
+        out_data = np.empty(a.nnz, dtype=dt)
+        k["sddmm"].csr_sddmm(a.indptr, a.indices, a.data.astype(dt, copy=False),
+                             np.ascontiguousarray(x, dtype=dt), np.ascontiguousarray(y, dtype=dt),
+                             add, mul, dt.type(semiring.add.identity), _nparts(k), out_data)
+        return LocalCSR(a.indptr, a.indices, out_data, a.shape, check=None)
+
+    # -- extraction ----------------------------------------------------------
+    def extract_rows(self, a, rows):
+        """``a[rows, :]`` (any order, repeats, negative and boolean selectors as scipy)."""
+        V.check_csr(a, "extract_rows")
+        rows = V.normalize_index(rows, a.shape[0], "extract_rows", "rows")
+        k = _kernels()
+        ex = k["extract"]
+        out_indptr = np.empty(rows.shape[0] + 1, dtype=np.int64)
+        ex.csr_extract_rows_indptr(a.indptr, rows, out_indptr)
+        nnz = int(out_indptr[-1])
+        idt = V.index_dtype_for(nnz, (rows.shape[0], a.shape[1]), a.index_dtype)
+        out_indices = np.empty(nnz, dtype=idt)
+        out_data = np.empty(nnz, dtype=a.dtype)
+        ex.csr_extract_rows(a.indptr, a.indices, a.data, rows, out_indptr, out_indices, out_data)
+        return LocalCSR(out_indptr.astype(idt), out_indices, out_data,
+                        (rows.shape[0], a.shape[1]), check=None)
+
+    def extract_cols(self, a, cols):
+        """``a[:, cols]`` with columns renumbered to their position in ``cols`` (scipy's order)."""
+        V.check_csr(a, "extract_cols")
+        cols = V.normalize_index(cols, a.shape[1], "extract_cols", "cols")
+        m = a.shape[0]
+        k = _kernels()
+        ex = k["extract"]
+        # inverse map column -> positions in cols, as CSR-style offsets
+        col_order = np.argsort(cols, kind="stable").astype(np.int64, copy=False)
+        col_offsets = np.zeros(a.shape[1] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(cols, minlength=a.shape[1]), out=col_offsets[1:])
+        out_indptr = np.empty(m + 1, dtype=np.int64)
+        ex.csr_extract_cols_indptr(a.indptr, a.indices, col_offsets, out_indptr)
+        nnz = int(out_indptr[-1])
+        idt = V.index_dtype_for(nnz, (m, cols.shape[0]), a.index_dtype)
+        out_indices = np.empty(nnz, dtype=idt)
+        out_data = np.empty(nnz, dtype=a.dtype)
+        ex.csr_extract_cols(a.indptr, a.indices, a.data, col_offsets, col_order, out_indptr,
+                            out_indices, out_data)
+        return LocalCSR(out_indptr.astype(idt), out_indices, out_data, (m, cols.shape[0]),
+                        check=None)
+
+    def transpose(self, a):
+        """``a.T`` in CSR: indices sorted, duplicates kept in storage order."""
+        V.check_csr(a, "transpose")
+        m, n = a.shape
+        idt = V.index_dtype_for(a.nnz, (n, m), a.index_dtype)
+        out_indptr = np.empty(n + 1, dtype=idt)
+        out_indices = np.empty(a.nnz, dtype=idt)
+        out_data = np.empty(a.nnz, dtype=a.dtype)
+        _kernels()["extract"].csr_transpose(a.indptr, a.indices, a.data, n, out_indptr,
+                                            out_indices, out_data)
+        return LocalCSR(out_indptr, out_indices, out_data, (n, m), check=None)

@@ -1,0 +1,61 @@
+"""``python -m spgnn info``: versions, the MPI library and the backends (and why one is unavailable)."""
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import sys
+
+
+def add_parser(sub):
+    p = sub.add_parser("info", help="print versions, the MPI library and available backends")
+    p.set_defaults(command="info")
+    return p
+
+
+def _version(dist):
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def collect():
+    """A dict of everything ``info`` prints (local; initialises MPI)."""
+    import spgnn
+    from spgnn.backends import backend_status
+
+    out = {
+        "spgnn": spgnn.__version__,
+        "python": f"{platform.python_version()} ({sys.executable})",
+        "platform": platform.platform(),
+        "packages": {d: _version(d) for d in ("numpy", "scipy", "numba", "mpi4py", "mpich",
+                                               "cupy-cuda13x", "pymetis", "hypothesis", "pytest")},
+        "mpiexec": shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec"),
+    }
+    try:
+        from mpi4py import MPI
+
+        first = MPI.Get_library_version().strip().splitlines()[0]
+        out["mpi_library"] = " ".join(first.split())
+        out["mpi_standard"] = "%d.%d" % MPI.Get_version()
+        out["mpi_world_size"] = MPI.COMM_WORLD.Get_size()
+    except Exception as exc:  # report any failure to load MPI, never crash info
+        out["mpi_library"] = f"unavailable: {type(exc).__name__}: {exc}"
+    out["backends"] = {name: ("available" if why is None else f"unavailable: {why}")
+                       for name, why in backend_status().items()}
+    out["numba_threads"] = os.environ.get("NUMBA_NUM_THREADS", f"default ({os.cpu_count()} cores)")
+    return out
+
+
+def run(args):
+    info = collect()
+    width = 16
+    for key, val in info.items():
+        if isinstance(val, dict):
+            print(f"{key}:")
+            for k, v in val.items():
+                print(f"  {k:<{width - 2}} {v}")
+        else:
+            print(f"{key:<{width}} {val}")
+    return 0

@@ -1,0 +1,782 @@
+"""The :class:`Communicator`: the only place in spgnn that moves data between ranks.
+
+It wraps a :class:`~spgnn.comm.transport.Transport` (MPI or loopback threads),
+validates arguments, and records one :class:`~spgnn.comm.stats.CommEvent` per
+call in a per-process :class:`~spgnn.comm.stats.Ledger` (byte model: see
+:mod:`spgnn.comm.stats`).
+
+Rank-consistent errors
+----------------------
+Each method checks what it can see locally (types, dtypes, shapes, counts
+lengths and signs, roots) and raises a typed error from :mod:`spgnn.errors`
+*before* communicating.  Such checks are rank-consistent only when every rank
+passes arguments of the same kind, which is the MPI contract.  Checks whose
+outcome can differ across ranks (local data, e.g. a per-rank O(nnz) check)
+must not raise directly: catch the error and call :meth:`Communicator.agree`,
+which makes every rank raise together instead of leaving some waiting in the
+next collective.
+
+Large messages
+--------------
+MPI counts and displacements are C ints.  :meth:`Communicator.alltoallv`
+splits any exchange in which a single message or a displacement exceeds
+:attr:`Communicator.max_count` elements into chunks of at most ``max_count``
+elements, sent as non-blocking point-to-point messages on views of the
+buffers.  The decision is global (all ranks take the same path).  Point-to-
+point tag :data:`CHUNK_TAG` is reserved for these chunks; user tags must lie
+in ``[0, CHUNK_TAG)``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import pickle
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from spgnn import errors as _errors
+from spgnn.comm.stats import CommEvent, Ledger, block_size
+from spgnn.comm.transport import REDUCE_OPS, Transport
+from spgnn.errors import DimensionMismatch, DTypeError, RemoteError
+
+__all__ = ["Communicator", "Request", "CHUNK_TAG"]
+
+#: Tag reserved for the chunks of split large messages (the smallest
+#: ``MPI_TAG_UB`` the standard guarantees).
+CHUNK_TAG = 32767
+
+_COUNT_DTYPE = np.dtype(np.int64)
+_PROCESS_LEDGER: Ledger | None = None
+
+
+def _process_ledger() -> Ledger:
+    """The ledger shared by every MPI communicator of this process."""
+    global _PROCESS_LEDGER
+    if _PROCESS_LEDGER is None:
+        from mpi4py import MPI
+
+        _PROCESS_LEDGER = Ledger(rank=MPI.COMM_WORLD.Get_rank())
+    return _PROCESS_LEDGER
+
+
+def _install_abort_hook():
+    """Make an uncaught exception on any rank abort the whole MPI job.
+
+    Without it, a rank that dies leaves its peers waiting forever in the next
+    collective.  ``python -m mpi4py`` does the same; this covers plain
+    ``python script.py`` runs.  ``SPGNN_ABORT_HOOK=0`` disables it.
+    """
+    import os
+    import sys
+
+    if os.environ.get("SPGNN_ABORT_HOOK", "1") == "0" or getattr(sys.excepthook, "_spgnn", False):
+        return
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        previous(exc_type, exc, tb)
+        if issubclass(exc_type, (SystemExit, KeyboardInterrupt)) and not (
+                exc_type is SystemExit and exc.code not in (None, 0)):
+            return
+        try:
+            sys.stderr.flush()
+            sys.stdout.flush()
+            from mpi4py import MPI
+
+            MPI.COMM_WORLD.Abort(1)
+        except Exception:  # already finalized: nothing left to abort
+            pass
+
+    hook._spgnn = True
+    sys.excepthook = hook
+
+
+def _exclusive_cumsum(c: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(c)
+    if c.size > 1:
+        np.cumsum(c[:-1], out=out[1:])
+    return out
+
+
+def _op_name(op) -> str:
+    name = getattr(op, "name", op)
+    if not isinstance(name, str) or name not in REDUCE_OPS:
+        raise ValueError(f"reduction op must be one of {REDUCE_OPS} or an object with such a "
+                         f".name, but got {op!r}")
+    return name
+
+
+#: dtype kinds each reduction accepts: MPI defines SUM/PROD on integers,
+#: floats and complex, MIN/MAX on integers and floats, LOR/LAND on integers
+#: and C bool.  Checked locally so both transports reject the same calls.
+_OP_KINDS = {"plus": "iufc", "times": "iufc", "min": "iuf", "max": "iuf",
+             "lor": "iub", "land": "iub"}
+
+
+def _check_op_dtype(opname: str, op: str, dtype: np.dtype) -> None:
+    if dtype.kind not in _OP_KINDS[op]:
+        raise DTypeError(f"{opname}: op={op!r} is not defined for dtype={dtype} "
+                         f"(accepted kinds: {_OP_KINDS[op]!r})")
+
+
+def _resolve_error_class(module: str, qualname: str):
+    """The class a peer of a failing rank raises, or None for RemoteError."""
+    if module == _errors.__name__ and qualname in _errors.__all__:
+        cls = getattr(_errors, qualname)
+    elif module == "builtins":
+        cls = getattr(builtins, qualname, None)
+    else:
+        return None
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        return cls
+    return None
+
+
+class Request:
+    """Handle of a non-blocking call; :meth:`wait` completes it and records its event."""
+
+    __slots__ = ("_finish", "_record", "_t0", "_done", "_result")
+
+    def __init__(self, finish: Callable[[], Any], record: Callable[[float], None], t0: float):
+        self._finish, self._record, self._t0 = finish, record, t0
+        self._done, self._result = False, None
+
+    def wait(self):
+        """Block until complete; returns the received array (``None`` for sends).
+
+        Idempotent: later calls return the same result and record nothing.
+        """
+        if not self._done:
+            self._result = self._finish()
+            self._done = True
+            self._record(time.perf_counter() - self._t0)
+            self._finish = self._record = None
+        return self._result
+
+
+class Communicator:
+    """A group of ranks with accounted collectives on numpy arrays.
+
+    Parameters
+    ----------
+    transport : Transport
+        What moves the bytes (:class:`~spgnn.comm.transport.MPITransport` or a
+        loopback rank).
+    axis : tuple of str, optional
+        Names of the grid axes this communicator spans; recorded on every
+        event.
+    ledger : Ledger, optional
+        Where events go.  Communicators split from one another share it.  A
+        new one is made when omitted.
+
+    Notes
+    -----
+    Properties are local; every method that moves data says ``Collective:``
+    in its docstring.  Arrays are numpy arrays of a numeric or bool dtype;
+    non-contiguous inputs are copied to contiguous ones first.
+    """
+
+    #: Largest element count (and displacement) one MPI message may carry.
+    #: Tests lower it on an instance to exercise the chunked path.
+    max_count: int = 2**31 - 1
+
+    _world: "Communicator | None" = None
+
+    def __init__(self, transport: Transport, *, axis=(), ledger: Ledger | None = None):
+        if not isinstance(transport, Transport):
+            raise TypeError(f"Communicator: transport must be a Transport, but got "
+                            f"{type(transport).__name__}")
+        self.transport = transport
+        self.axis = (axis,) if isinstance(axis, str) else tuple(axis)
+        self.ledger = ledger if ledger is not None else Ledger(rank=transport.rank)
+
+    # ------------------------------------------------------------ construction
+    @classmethod
+    def world(cls) -> "Communicator":
+        """The communicator over ``MPI.COMM_WORLD`` (one per process, cached)."""
+        if Communicator._world is None:
+            from mpi4py import MPI
+
+            Communicator._world = cls.from_mpi(MPI.COMM_WORLD)
+            if MPI.COMM_WORLD.Get_size() > 1:
+                _install_abort_hook()
+        return Communicator._world
+
+    @classmethod
+    def from_mpi(cls, mpi_comm, axis=()) -> "Communicator":
+        """Wrap an ``mpi4py`` communicator; it records into the process ledger."""
+        from spgnn.comm.transport import MPITransport
+
+        return cls(MPITransport(mpi_comm), axis=axis, ledger=_process_ledger())
+
+    @property
+    def rank(self) -> int:
+        return self.transport.rank
+
+    @property
+    def size(self) -> int:
+        return self.transport.size
+
+    def __repr__(self) -> str:
+        return (f"Communicator(rank={self.rank}, size={self.size}, axis={self.axis}, "
+                f"transport={type(self.transport).__name__})")
+
+    def library_version(self) -> str:
+        """The MPI library's version string (or the loopback's description)."""
+        return self.transport.library_version()
+
+    def split(self, color, key=None, *, axis=()) -> "Communicator | None":
+        """Sub-communicator of the ranks passing the same ``color``.
+
+        Parameters
+        ----------
+        color : int or None
+            Non-negative group id; ``None`` joins no group and returns ``None``.
+        key : int, optional
+            Orders ranks in the new group (ties by current rank); defaults to
+            the current rank.
+        axis : tuple of str
+            Grid axes the new communicator spans.
+
+        Collective: yes, over this communicator.  The result shares this
+        communicator's ledger and ``max_count``.
+        """
+        if color is not None and (not isinstance(color, (int, np.integer)) or color < 0):
+            raise ValueError(f"split: color must be a non-negative int or None, but got {color!r}")
+        key = self.rank if key is None else key
+        if not isinstance(key, (int, np.integer)):
+            raise TypeError(f"split: key must be an int, but got {key!r}")
+        t0 = time.perf_counter()
+        sub = self.transport.split(None if color is None else int(color), int(key))
+        # Model: an allgather of (color, key), two int64 per rank.
+        self._record_allgather("split", self._label(None), 16, 16 * self.size, time.perf_counter() - t0)
+        if sub is None:
+            return None
+        new = Communicator(sub, axis=axis, ledger=self.ledger)
+        if "max_count" in self.__dict__:
+            new.max_count = self.max_count
+        return new
+
+    # ---------------------------------------------------------------- helpers
+    def _label(self, label) -> str:
+        if label is None:
+            return self.ledger.current_label()
+        if not isinstance(label, str):
+            raise TypeError(f"label must be a str or None, but got {label!r}")
+        return label
+
+    def _record(self, op, label, sent, recv, messages, seconds):
+        self.ledger.record(CommEvent(op=op, label=label, axis=self.axis, bytes_sent=int(sent),
+                                     bytes_recv=int(recv), messages=int(messages),
+                                     seconds=float(seconds), rank=self.ledger.rank))
+
+    def _record_allgather(self, op, label, own, total, seconds):
+        p = self.size
+        self._record(op, label, own * (p - 1), total - own, (p - 1) if own > 0 and p > 1 else 0, seconds)
+
+    def _record_allreduce(self, op, label, n, itemsize, seconds):
+        p = self.size
+        moved = 2 * (n - block_size(n, p, self.rank)) * itemsize if p > 1 else 0
+        self._record(op, label, moved, moved, 2 * (p - 1) if p > 1 and n > 0 else 0, seconds)
+
+    @staticmethod
+    def _array(opname: str, buf, argname: str = "buf", min_ndim: int = 0) -> np.ndarray:
+        a = buf if isinstance(buf, np.ndarray) else np.asarray(buf)
+        if a.dtype.kind not in "biufc":
+            raise DTypeError(f"{opname}: {argname} must have a numeric or bool dtype, but got "
+                             f"dtype={a.dtype}")
+        if a.ndim < min_ndim:
+            raise DimensionMismatch(f"{opname}: {argname} must have at least {min_ndim} "
+                                    f"dimension(s), but got shape {a.shape}")
+        # not np.ascontiguousarray: it turns 0-d arrays into 1-d ones
+        return a if a.flags.c_contiguous else np.array(a, order="C")
+
+    def _counts(self, opname: str, argname: str, counts) -> np.ndarray:
+        c = np.asarray(counts)
+        if c.ndim != 1 or c.shape[0] != self.size:
+            raise DimensionMismatch(f"{opname}: {argname} must have one entry per rank "
+                                    f"(size={self.size}), but got shape {c.shape}")
+        if c.dtype.kind not in "iu":
+            raise DTypeError(f"{opname}: {argname} must be integers, but got dtype={c.dtype}")
+        c = c.astype(_COUNT_DTYPE)
+        if (c < 0).any():
+            raise ValueError(f"{opname}: {argname} must be non-negative, but got {c.tolist()}")
+        return c
+
+    def _root(self, opname, root) -> int:
+        if not isinstance(root, (int, np.integer)) or not 0 <= root < self.size:
+            raise ValueError(f"{opname}: root must be a rank in [0, {self.size}), but got {root!r}")
+        return int(root)
+
+    def _peer(self, opname, name, peer, tag) -> tuple[int, int]:
+        if not isinstance(peer, (int, np.integer)) or not 0 <= peer < self.size:
+            raise ValueError(f"{opname}: {name} must be a rank in [0, {self.size}), but got {peer!r}")
+        if not isinstance(tag, (int, np.integer)) or not 0 <= tag < CHUNK_TAG:
+            raise ValueError(f"{opname}: tag must be in [0, {CHUNK_TAG}), but got {tag!r}")
+        return int(peer), int(tag)
+
+    # ------------------------------------------------------------ collectives
+    def barrier(self) -> None:
+        """Wait until every rank arrives.
+
+        Collective: yes.  Recorded with zero bytes.
+        """
+        t0 = time.perf_counter()
+        self.transport.barrier()
+        self._record("barrier", self._label(None), 0, 0, 0, time.perf_counter() - t0)
+
+    def allreduce(self, buf, op="plus", *, label=None) -> np.ndarray:
+        """Element-wise reduction over all ranks.
+
+        Parameters
+        ----------
+        buf : array_like
+            Same shape and dtype on every rank.
+        op : str or Monoid
+            ``"plus"``, ``"min"``, ``"max"``, ``"times"``, ``"lor"``,
+            ``"land"``, or an object (e.g. a :class:`~spgnn.core.semiring.Monoid`)
+            whose ``.name`` is one of them.
+
+        Returns
+        -------
+        numpy.ndarray
+            A new array of ``buf``'s shape and dtype.
+
+        Collective: yes.
+        """
+        name = _op_name(op)
+        a = self._array("allreduce", buf)
+        _check_op_dtype("allreduce", name, a.dtype)
+        label = self._label(label)
+        t0 = time.perf_counter()
+        out = self.transport.allreduce(a.reshape(-1), name).reshape(a.shape)
+        self._record_allreduce("allreduce", label, a.size, a.itemsize, time.perf_counter() - t0)
+        return out
+
+    def allgather(self, buf, *, label=None) -> np.ndarray:
+        """Stack every rank's ``buf`` (same shape and dtype everywhere).
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape ``(size, *buf.shape)``; row ``j`` is rank j's ``buf``.
+
+        Collective: yes.
+        """
+        a = self._array("allgather", buf)
+        label = self._label(label)
+        p = self.size
+        t0 = time.perf_counter()
+        flat = self.transport.allgatherv(a.reshape(-1), np.full(p, a.size, dtype=_COUNT_DTYPE))
+        self._record_allgather("allgather", label, a.nbytes, a.nbytes * p,
+                               time.perf_counter() - t0)
+        return flat.reshape((p,) + a.shape)
+
+    def allgatherv(self, buf, *, label=None) -> np.ndarray:
+        """Concatenate every rank's rows along axis 0 (rank order).
+
+        Ranks may pass different numbers of rows (including zero); the other
+        dimensions and the dtype must agree (not checkable locally).  The row
+        counts are exchanged first (event ``"allgather:counts"``).
+
+        Collective: yes.
+        """
+        a = self._array("allgatherv", buf, min_ndim=1)
+        label = self._label(label)
+        p = self.size
+        rowshape = a.shape[1:]
+        rowsize = int(np.prod(rowshape, dtype=np.int64))
+        t0 = time.perf_counter()
+        rows = self.transport.allgatherv(np.array([a.shape[0]], dtype=_COUNT_DTYPE),
+                                         np.ones(p, dtype=_COUNT_DTYPE))
+        self._record_allgather("allgather:counts", label, 8, 8 * p, time.perf_counter() - t0)
+        counts = rows * rowsize
+        t0 = time.perf_counter()
+        flat = self.transport.allgatherv(a.reshape(-1), counts)
+        self._record_allgather("allgatherv", label, a.nbytes, int(counts.sum()) * a.itemsize,
+                               time.perf_counter() - t0)
+        return flat.reshape((int(rows.sum()),) + rowshape)
+
+    def reduce_scatter(self, buf, counts=None, op="plus", *, label=None) -> np.ndarray:
+        """Reduce ``buf`` over ranks and keep this rank's block of rows.
+
+        Parameters
+        ----------
+        buf : array_like
+            Same shape and dtype on every rank, at least 1-D.
+        counts : sequence of int, optional
+            Rows of the result per rank (sum = ``buf.shape[0]``); defaults to
+            the even block split (first ``n % size`` ranks get one more row).
+        op : str or Monoid
+            As for :meth:`allreduce`.
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape ``(counts[rank], *buf.shape[1:])``.
+
+        Collective: yes.
+        """
+        name = _op_name(op)
+        a = self._array("reduce_scatter", buf, min_ndim=1)
+        _check_op_dtype("reduce_scatter", name, a.dtype)
+        p, r = self.size, self.rank
+        n = a.shape[0]
+        if counts is None:
+            c = np.array([block_size(n, p, j) for j in range(p)], dtype=_COUNT_DTYPE)
+        else:
+            c = self._counts("reduce_scatter", "counts", counts)
+            if int(c.sum()) != n:
+                raise DimensionMismatch(f"reduce_scatter: counts must sum to buf.shape[0]={n}, "
+                                        f"but got sum {int(c.sum())} from {c.tolist()}")
+        label = self._label(label)
+        rowshape = a.shape[1:]
+        rowsize = int(np.prod(rowshape, dtype=np.int64))
+        el = c * rowsize
+        t0 = time.perf_counter()
+        out = self.transport.reduce_scatter(a.reshape(-1), el, name)
+        own = int(el[r]) * a.itemsize
+        msgs = int(np.count_nonzero(el)) - (1 if el[r] > 0 else 0)
+        self._record("reduce_scatter", label, a.nbytes - own, (p - 1) * own, msgs,
+                     time.perf_counter() - t0)
+        return out.reshape((int(c[r]),) + rowshape)
+
+    def alltoall(self, buf, *, label=None) -> np.ndarray:
+        """Personalised exchange of equal blocks: ``out[j]`` is rank j's ``buf[rank]``.
+
+        ``buf`` has shape ``(size, ...)``, the same on every rank.
+
+        Collective: yes.
+        """
+        a = self._array("alltoall", buf, min_ndim=1)
+        p = self.size
+        if a.shape[0] != p:
+            raise DimensionMismatch(f"alltoall: buf.shape[0] must equal size={p}, but got "
+                                    f"buf.shape={a.shape}")
+        label = self._label(label)
+        t0 = time.perf_counter()
+        out = self.transport.alltoall(a)
+        block = a.nbytes // p
+        self._record("alltoall", label, (p - 1) * block, (p - 1) * block,
+                     (p - 1) if block > 0 else 0, time.perf_counter() - t0)
+        return out
+
+    def alltoallv(self, sendbuf, sendcounts, recvcounts=None, *, label=None,
+                  split=None) -> np.ndarray:
+        """Personalised exchange of variable-sized blocks of rows.
+
+        Parameters
+        ----------
+        sendbuf : array_like
+            At least 1-D; rows ``[sdispl_j, sdispl_j + sendcounts[j])`` go to
+            rank j (``sdispl`` is the exclusive prefix sum of ``sendcounts``).
+            Trailing dimensions and dtype must agree across ranks.
+        sendcounts : sequence of int
+            Rows for each rank (elements when ``sendbuf`` is 1-D); must sum
+            to ``sendbuf.shape[0]``.
+        recvcounts : sequence of int, optional
+            Rows to expect from each rank.  When omitted they are exchanged
+            first (event ``"alltoall:counts"``).  When given they must match
+            what the peers send (not checkable locally).
+        split : bool, optional
+            With ``recvcounts``: the caller's decision, identical on every
+            rank, whether to take the chunked large-message path (e.g. an
+            exchange plan that knows the largest total any rank sends or
+            receives).  Skips the ``"allreduce:split"`` agreement.
+
+        Returns
+        -------
+        numpy.ndarray
+            Rows received, ordered by source rank, shape
+            ``(sum(recvcounts), *sendbuf.shape[1:])``.
+
+        Collective: yes.  Oversized messages are split (see module docs);
+        with ``recvcounts`` given, the split decision costs one small
+        allreduce (event ``"allreduce:split"``) unless ``split`` is given.
+        """
+        return self._alltoallv("alltoallv", sendbuf, sendcounts, recvcounts, label,
+                               nonblocking=False, split=split)
+
+    def ialltoallv(self, sendbuf, sendcounts, recvcounts=None, *, label=None,
+                   split=None) -> Request:
+        """Non-blocking :meth:`alltoallv`; ``.wait()`` returns the received rows.
+
+        ``sendbuf`` must not be modified before ``wait``.  The counts exchange
+        (when ``recvcounts`` is omitted) happens at the start and is blocking.
+        The event is recorded at ``wait`` with the elapsed time since start.
+
+        Collective: yes (the start; ``wait`` is local).
+        """
+        return self._alltoallv("ialltoallv", sendbuf, sendcounts, recvcounts, label,
+                               nonblocking=True, split=split)
+
+    def _alltoallv(self, opname, sendbuf, sendcounts, recvcounts, label, nonblocking, split=None):
+        a = self._array(opname, sendbuf, "sendbuf", min_ndim=1)
+        p, r = self.size, self.rank
+        sc = self._counts(opname, "sendcounts", sendcounts)
+        if int(sc.sum()) != a.shape[0]:
+            raise DimensionMismatch(f"{opname}: sendcounts must sum to sendbuf.shape[0]="
+                                    f"{a.shape[0]}, but got sum {int(sc.sum())} from {sc.tolist()}")
+        rc = None if recvcounts is None else self._counts(opname, "recvcounts", recvcounts)
+        label = self._label(label)
+        rowshape = a.shape[1:]
+        rowsize = int(np.prod(rowshape, dtype=np.int64))
+        w = a.itemsize
+        mc = int(self.max_count)
+        s_el = sc * rowsize
+        s_dis = _exclusive_cumsum(s_el)
+        send_big = bool(s_el.max() > mc or s_dis.max() > mc)
+
+        if rc is None:
+            # Piggyback on the counts exchange a bound B_i on this rank's
+            # messages: its largest message, or max_count + 1 when its own
+            # send side needs splitting.  Every receiver j gets
+            # N_j = sum_i count_ij <= sum_i B_i, so "sum_i B_i > max_count" is
+            # a decision every rank computes identically from the same
+            # values, with no extra round.
+            bound = mc + 1 if send_big else int(s_el.max())
+            msg = np.empty((p, 2), dtype=_COUNT_DTYPE)
+            msg[:, 0] = sc
+            msg[:, 1] = bound
+            t0 = time.perf_counter()
+            got = self.transport.alltoall(msg)
+            nb = (p - 1) * msg.itemsize * 2
+            self._record("alltoall:counts", label, nb, nb, p - 1, time.perf_counter() - t0)
+            rc = got[:, 0].copy()
+            split = int(got[:, 1].sum()) > mc
+        elif split is not None:
+            split = bool(split)
+        else:
+            r_el = rc * rowsize
+            local = send_big or bool(r_el.max() > mc or _exclusive_cumsum(r_el).max() > mc)
+            t0 = time.perf_counter()
+            flag = self.transport.allreduce(np.array([int(local)], dtype=_COUNT_DTYPE), "max")
+            self._record_allreduce("allreduce:split", label, 1, 8, time.perf_counter() - t0)
+            split = bool(flag[0])
+
+        r_el = rc * rowsize
+        r_dis = _exclusive_cumsum(r_el)
+        out = np.empty((int(rc.sum()),) + rowshape, dtype=a.dtype)
+        sflat, rflat = a.reshape(-1), out.reshape(-1)
+        others = [j for j in range(p) if j != r]
+        sent = int(s_el[others].sum()) * w
+        recv = int(r_el[others].sum()) * w
+
+        t0 = time.perf_counter()
+        if not split:
+            messages = int(np.count_nonzero(s_el[others]))
+            if nonblocking:
+                req = self.transport.ialltoallv(sflat, s_el, s_dis, rflat, r_el, r_dis)
+                finish = req.wait
+            else:
+                self.transport.alltoallv(sflat, s_el, s_dis, rflat, r_el, r_dis)
+        else:
+            if int(r_el[r]) != int(s_el[r]):
+                raise DimensionMismatch(f"{opname}: sendcounts[{r}]={int(sc[r])} to oneself but "
+                                        f"recvcounts[{r}]={int(rc[r])}")
+            reqs, messages = [], 0
+            # Post every receive before any send, then walk the peers starting
+            # after oneself so that not every rank targets rank 0 first.
+            order = [(r + k) % p for k in range(1, p)]
+            for j in order:
+                d, n = int(r_dis[j]), int(r_el[j])
+                for off in range(0, n, mc):
+                    reqs.append(self.transport.irecv(rflat[d + off:d + min(off + mc, n)],
+                                                     j, CHUNK_TAG))
+            for j in order:
+                d, n = int(s_dis[j]), int(s_el[j])
+                for off in range(0, n, mc):
+                    reqs.append(self.transport.isend(sflat[d + off:d + min(off + mc, n)],
+                                                     j, CHUNK_TAG))
+                    messages += 1
+            rflat[int(r_dis[r]):int(r_dis[r] + r_el[r])] = sflat[int(s_dis[r]):int(s_dis[r] + s_el[r])]
+
+            def finish():
+                for q in reqs:
+                    q.wait()
+
+            if not nonblocking:
+                finish()
+
+        def record(seconds):
+            self._record(opname, label, sent, recv, messages, seconds)
+
+        if nonblocking:
+            def complete():
+                finish()
+                return out
+
+            return Request(complete, record, t0)
+        record(time.perf_counter() - t0)
+        return out
+
+    def bcast(self, buf, root=0, *, label=None) -> np.ndarray:
+        """Root's ``buf`` on every rank.
+
+        Every rank passes an array of the same shape and dtype (MPI
+        semantics).  A writeable C-contiguous ``buf`` is overwritten in place
+        on non-root ranks and returned; anything else is copied first.
+
+        Collective: yes.
+        """
+        root = self._root("bcast", root)
+        if (isinstance(buf, np.ndarray) and buf.flags.c_contiguous and buf.flags.writeable):
+            a = self._array("bcast", buf)
+        else:
+            a = np.array(self._array("bcast", buf), copy=True)
+        label = self._label(label)
+        p = self.size
+        t0 = time.perf_counter()
+        self.transport.bcast(a.reshape(-1), root)
+        m = a.nbytes
+        if self.rank == root:
+            self._record("bcast", label, m * (p - 1), 0, (p - 1) if m > 0 else 0,
+                         time.perf_counter() - t0)
+        else:
+            self._record("bcast", label, 0, m, 0, time.perf_counter() - t0)
+        return a
+
+    # --------------------------------------------------------- point to point
+    def send(self, buf, dest, tag=0, *, label=None) -> None:
+        """Blocking send of an array to ``dest`` (tag in ``[0, CHUNK_TAG)``)."""
+        dest, tag = self._peer("send", "dest", dest, tag)
+        a = self._array("send", buf)
+        label = self._label(label)
+        t0 = time.perf_counter()
+        self.transport.send(a.reshape(-1), dest, tag)
+        self._record_p2p("send", label, dest, a.nbytes, time.perf_counter() - t0)
+
+    def recv(self, buf, source, tag=0, *, label=None) -> np.ndarray:
+        """Blocking receive into ``buf`` (a writeable C-contiguous array); returns ``buf``."""
+        source, tag = self._peer("recv", "source", source, tag)
+        self._check_recv_buf("recv", buf)
+        label = self._label(label)
+        t0 = time.perf_counter()
+        self.transport.recv(buf.reshape(-1), source, tag)
+        self._record_p2p("recv", label, source, buf.nbytes, time.perf_counter() - t0)
+        return buf
+
+    def isend(self, buf, dest, tag=0, *, label=None) -> Request:
+        """Non-blocking send; ``.wait()`` returns ``None``.  Do not modify ``buf`` before."""
+        dest, tag = self._peer("isend", "dest", dest, tag)
+        a = self._array("isend", buf)
+        label = self._label(label)
+        t0 = time.perf_counter()
+        req = self.transport.isend(a.reshape(-1), dest, tag)
+        return Request(req.wait, lambda s: self._record_p2p("send", label, dest, a.nbytes, s), t0)
+
+    def irecv(self, buf, source, tag=0, *, label=None) -> Request:
+        """Non-blocking receive into ``buf``; ``.wait()`` returns ``buf``."""
+        source, tag = self._peer("irecv", "source", source, tag)
+        self._check_recv_buf("irecv", buf)
+        label = self._label(label)
+        t0 = time.perf_counter()
+        req = self.transport.irecv(buf.reshape(-1), source, tag)
+        return Request(lambda: (req.wait(), buf)[1],
+                       lambda s: self._record_p2p("recv", label, source, buf.nbytes, s), t0)
+
+    def _check_recv_buf(self, opname, buf):
+        if not isinstance(buf, np.ndarray):
+            raise TypeError(f"{opname}: buf must be a numpy array, but got {type(buf).__name__}")
+        self._array(opname, buf)
+        if not (buf.flags.c_contiguous and buf.flags.writeable):
+            raise ValueError(f"{opname}: buf must be C-contiguous and writeable")
+
+    def _record_p2p(self, op, label, peer, nbytes, seconds):
+        if peer == self.rank:  # self-traffic is never counted
+            self._record(op, label, 0, 0, 0, seconds)
+        elif op == "send":
+            self._record(op, label, nbytes, 0, 1, seconds)
+        else:
+            self._record(op, label, 0, nbytes, 0, seconds)
+
+    # ------------------------------------------------------------- objects
+    def allgather_obj(self, obj, *, label=None) -> list:
+        """List of every rank's picklable ``obj``, in rank order.
+
+        Collective: yes.  Recorded as ``"allgather:obj"`` sized by the pickles.
+        """
+        label = self._label(label)
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        t0 = time.perf_counter()
+        parts = self.transport.allgather_obj(data)
+        self._record_allgather("allgather:obj", label, len(data), sum(len(b) for b in parts),
+                               time.perf_counter() - t0)
+        return [pickle.loads(b) for b in parts]
+
+    def bcast_obj(self, obj, root=0, *, label=None):
+        """Root's picklable ``obj`` on every rank (root gets ``obj`` itself).
+
+        Collective: yes.  Recorded as ``"bcast:obj"`` sized by the pickle.
+        """
+        root = self._root("bcast_obj", root)
+        label = self._label(label)
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if self.rank == root else None
+        t0 = time.perf_counter()
+        data = self.transport.bcast_obj(data, root)
+        m, p = len(data), self.size
+        if self.rank == root:
+            self._record("bcast:obj", label, m * (p - 1), 0, (p - 1) if m > 0 else 0,
+                         time.perf_counter() - t0)
+            return obj
+        self._record("bcast:obj", label, 0, m, 0, time.perf_counter() - t0)
+        return pickle.loads(data)
+
+    # ------------------------------------------------------------ failures
+    def agree(self, error: BaseException | None = None) -> None:
+        """Rank-consistent failure: raise on every rank if any rank passes an error.
+
+        Every rank calls it with ``None`` or the exception it caught.  If no
+        rank failed it returns ``None`` (cost: one int64 allreduce).
+        Otherwise the failing ranks re-raise their own exception and every
+        other rank raises the class of the lowest failing rank's error when
+        it is an :mod:`spgnn.errors` class or a builtin exception (message
+        ``"rank r: <message>"``), else :class:`~spgnn.errors.RemoteError`.
+
+        Collective: yes.  Never hangs when every rank calls it.
+        """
+        if error is not None and not isinstance(error, BaseException):
+            raise TypeError(f"agree: error must be an exception or None, but got {error!r}")
+        label = self._label(None) or "agree"
+        flag = self.allreduce(np.array([error is not None], dtype=_COUNT_DTYPE), "max",
+                              label=label)
+        if not flag[0]:
+            return None
+        info = None if error is None else (type(error).__module__, type(error).__qualname__,
+                                           str(error))
+        infos = self.allgather_obj(info, label=label)
+        if error is not None:
+            raise error
+        failed = [(r, i) for r, i in enumerate(infos) if i is not None]
+        r0, (module, qualname, message) = failed[0]
+        more = f" (and {len(failed) - 1} other rank(s) failed)" if len(failed) > 1 else ""
+        cls = _resolve_error_class(module, qualname)
+        exc = None
+        if cls is not None:
+            try:
+                exc = cls(f"rank {r0}: {message}{more}")
+            except Exception:  # a builtin with a special constructor
+                exc = None
+        if exc is None:
+            exc = RemoteError(f"rank {r0} raised {module}.{qualname}: {message}{more}")
+        raise exc from None
+
+    def abort(self, code: int = 1) -> None:
+        """Terminate the whole job (``MPI_Abort``); does not return."""
+        self.transport.abort(code)
+
+    # -------------------------------------------------------------- stats
+    def track(self, label: str):
+        """Context manager collecting the events recorded while it is open.
+
+        Yields a :class:`~spgnn.comm.stats.CommStats` that receives every
+        event recorded into this communicator's ledger (so also by the
+        communicators split from the same world) until the scope closes.
+        Scopes nest: inside ``track("a")`` and ``track("b")`` a call without a
+        label is labelled ``"a/b"``, and both scopes collect it.
+
+        Local: no communication.
+        """
+        return self.ledger.scope(label)

@@ -1,0 +1,591 @@
+"""Raw data movement between ranks, with no byte accounting.
+
+A :class:`Transport` moves numpy buffers; :class:`~spgnn.comm.Communicator`
+wraps one, validates arguments and records every call in the ledger.  Two
+implementations exist:
+
+* :class:`MPITransport` over an ``mpi4py`` communicator (buffer-based calls
+  with explicit MPI datatypes derived from the numpy dtype);
+* :class:`LoopbackTransport`, ``P`` virtual ranks as threads of one process,
+  started by :func:`run_loopback`.  It lets property tests and notebooks run
+  distributed code without ``mpiexec``.
+
+Conventions shared by both: buffers are C-contiguous numpy arrays, counts and
+displacements are in ELEMENTS of the buffer's dtype, and the reduction ``op``
+is one of :data:`REDUCE_OPS`.
+
+``mpi4py`` is imported lazily (inside :class:`MPITransport`) so that
+``import spgnn`` never initialises MPI.
+"""
+
+from __future__ import annotations
+
+import collections
+import pickle
+import queue
+import threading
+import time
+from abc import ABC, abstractmethod
+from typing import Any, Callable
+
+import numpy as np
+
+from spgnn.errors import DimensionMismatch, SpgnnError
+
+__all__ = [
+    "REDUCE_OPS", "Transport", "MPITransport", "LoopbackTransport",
+    "LoopbackAborted", "run_loopback",
+]
+
+#: Reduction names understood by every transport.
+REDUCE_OPS = ("plus", "min", "max", "times", "lor", "land")
+
+_NP_REDUCE = {
+    "plus": np.add, "min": np.minimum, "max": np.maximum,
+    "times": np.multiply, "lor": np.logical_or, "land": np.logical_and,
+}
+
+
+class Transport(ABC):
+    """Numpy-level point-to-point and collective primitives.
+
+    Every method except ``rank``, ``size``, ``library_version`` and the
+    point-to-point calls is collective over the transport's group.
+    """
+
+    rank: int
+    size: int
+
+    @abstractmethod
+    def split(self, color: int, key: int) -> "Transport":
+        """New transport over the ranks passing the same ``color``, ordered by ``key``.
+
+        Collective: yes.
+        """
+
+    @abstractmethod
+    def barrier(self) -> None:
+        """Collective: yes."""
+
+    @abstractmethod
+    def allreduce(self, sendbuf: np.ndarray, op: str) -> np.ndarray:
+        """Element-wise reduction of ``sendbuf`` over all ranks, returned everywhere.
+
+        Collective: yes.
+        """
+
+    @abstractmethod
+    def allgatherv(self, sendbuf: np.ndarray, counts) -> np.ndarray:
+        """Concatenate every rank's flat ``sendbuf`` (``counts[j]`` elements from rank j).
+
+        Collective: yes.
+        """
+
+    @abstractmethod
+    def alltoall(self, sendbuf: np.ndarray) -> np.ndarray:
+        """``out[j] = sendbuf_j[rank]`` for a buffer of shape ``(size, ...)``.
+
+        Collective: yes.
+        """
+
+    @abstractmethod
+    def alltoallv(self, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls) -> None:
+        """Personalised exchange of flat buffers; ``recvbuf`` is filled in place.
+
+        Collective: yes.
+        """
+
+    @abstractmethod
+    def ialltoallv(self, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls):
+        """Non-blocking :meth:`alltoallv`; returns a request with ``.wait()``.
+
+        Collective: yes.
+        """
+
+    @abstractmethod
+    def reduce_scatter(self, sendbuf: np.ndarray, recvcounts, op: str) -> np.ndarray:
+        """Reduce the flat ``sendbuf`` over ranks; rank r gets its ``recvcounts[r]`` segment.
+
+        Collective: yes.
+        """
+
+    @abstractmethod
+    def bcast(self, buf: np.ndarray, root: int) -> None:
+        """Overwrite ``buf`` on every rank with root's ``buf``.
+
+        Collective: yes.
+        """
+
+    @abstractmethod
+    def send(self, buf: np.ndarray, dest: int, tag: int) -> None: ...
+
+    @abstractmethod
+    def recv(self, buf: np.ndarray, source: int, tag: int) -> None: ...
+
+    @abstractmethod
+    def isend(self, buf: np.ndarray, dest: int, tag: int): ...
+
+    @abstractmethod
+    def irecv(self, buf: np.ndarray, source: int, tag: int): ...
+
+    @abstractmethod
+    def allgather_obj(self, obj: Any) -> list:
+        """List of every rank's picklable ``obj``.  Collective: yes."""
+
+    @abstractmethod
+    def bcast_obj(self, obj: Any, root: int) -> Any:
+        """Root's ``obj`` on every rank.  Collective: yes."""
+
+    @abstractmethod
+    def abort(self, code: int = 1) -> None:
+        """Terminate every rank of the job (not only this group)."""
+
+    @abstractmethod
+    def library_version(self) -> str: ...
+
+
+# --------------------------------------------------------------------------
+# MPI
+# --------------------------------------------------------------------------
+
+class _MPIRequest:
+    __slots__ = ("_req", "_keep")
+
+    def __init__(self, req, keep):
+        self._req = req
+        # MPI reads/writes the buffers until completion: keep them alive.
+        self._keep = keep
+
+    def wait(self) -> None:
+        if self._req is not None:
+            self._req.Wait()
+            self._req = None
+            self._keep = None
+
+
+class MPITransport(Transport):
+    """:class:`Transport` over an ``mpi4py.MPI.Comm``.
+
+    Parameters
+    ----------
+    mpi_comm : mpi4py.MPI.Comm
+        The intra-communicator to use (not duplicated).
+    """
+
+    def __init__(self, mpi_comm):
+        from mpi4py import MPI  # lazy: importing spgnn must not start MPI
+
+        self._MPI = MPI
+        self.comm = mpi_comm
+        self.rank = mpi_comm.Get_rank()
+        self.size = mpi_comm.Get_size()
+        self._ops = {"plus": MPI.SUM, "min": MPI.MIN, "max": MPI.MAX,
+                     "times": MPI.PROD, "lor": MPI.LOR, "land": MPI.LAND}
+        self._dtypes: dict = {}
+
+    def _dt(self, arr: np.ndarray):
+        dt = self._dtypes.get(arr.dtype)
+        if dt is None:
+            # Elementary dtypes map to the predefined MPI type: reductions
+            # are only defined on those, and from_numpy_dtype returns a Dup.
+            dt = self._MPI._typedict.get(arr.dtype.char) if arr.dtype.isnative else None
+            if dt is None:
+                from mpi4py.util.dtlib import from_numpy_dtype
+                dt = from_numpy_dtype(arr.dtype).Commit()
+            self._dtypes[arr.dtype] = dt
+        return dt
+
+    def split(self, color, key):
+        MPI = self._MPI
+        new = self.comm.Split(MPI.UNDEFINED if color is None else color, key)
+        return None if new == MPI.COMM_NULL else MPITransport(new)
+
+    def barrier(self):
+        self.comm.Barrier()
+
+    def allreduce(self, sendbuf, op):
+        out = np.empty_like(sendbuf)
+        dt = self._dt(sendbuf)
+        self.comm.Allreduce([sendbuf, dt], [out, dt], op=self._ops[op])
+        return out
+
+    def allgatherv(self, sendbuf, counts):
+        counts = np.asarray(counts, dtype=np.int64)
+        displs = np.zeros_like(counts)
+        np.cumsum(counts[:-1], out=displs[1:])
+        out = np.empty(int(counts.sum()), dtype=sendbuf.dtype)
+        dt = self._dt(sendbuf)
+        self.comm.Allgatherv([sendbuf, dt], [out, (counts, displs), dt])
+        return out
+
+    def alltoall(self, sendbuf):
+        out = np.empty_like(sendbuf)
+        dt = self._dt(sendbuf)
+        self.comm.Alltoall([sendbuf, dt], [out, dt])
+        return out
+
+    def alltoallv(self, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls):
+        dt = self._dt(sendbuf)
+        self.comm.Alltoallv([sendbuf, (sendcounts, sdispls), dt],
+                            [recvbuf, (recvcounts, rdispls), dt])
+
+    def ialltoallv(self, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls):
+        dt = self._dt(sendbuf)
+        req = self.comm.Ialltoallv([sendbuf, (sendcounts, sdispls), dt],
+                                   [recvbuf, (recvcounts, rdispls), dt])
+        return _MPIRequest(req, (sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls))
+
+    def reduce_scatter(self, sendbuf, recvcounts, op):
+        recvcounts = np.asarray(recvcounts, dtype=np.int64)
+        out = np.empty(int(recvcounts[self.rank]), dtype=sendbuf.dtype)
+        dt = self._dt(sendbuf)
+        self.comm.Reduce_scatter([sendbuf, dt], [out, dt], recvcounts=recvcounts,
+                                 op=self._ops[op])
+        return out
+
+    def bcast(self, buf, root):
+        self.comm.Bcast([buf, self._dt(buf)], root=root)
+
+    def send(self, buf, dest, tag):
+        self.comm.Send([buf, self._dt(buf)], dest=dest, tag=tag)
+
+    def recv(self, buf, source, tag):
+        self.comm.Recv([buf, self._dt(buf)], source=source, tag=tag)
+
+    def isend(self, buf, dest, tag):
+        return _MPIRequest(self.comm.Isend([buf, self._dt(buf)], dest=dest, tag=tag), buf)
+
+    def irecv(self, buf, source, tag):
+        return _MPIRequest(self.comm.Irecv([buf, self._dt(buf)], source=source, tag=tag), buf)
+
+    def allgather_obj(self, obj):
+        return self.comm.allgather(obj)
+
+    def bcast_obj(self, obj, root):
+        return self.comm.bcast(obj, root=root)
+
+    def abort(self, code=1):
+        self.comm.Abort(code)
+
+    def library_version(self):
+        return self._MPI.Get_library_version().strip()
+
+
+# --------------------------------------------------------------------------
+# Loopback (threads)
+# --------------------------------------------------------------------------
+
+class LoopbackAborted(SpgnnError, RuntimeError):
+    """Raised in a virtual rank whose group was aborted (a peer failed or called abort)."""
+
+
+class _World:
+    """State shared by every group of one :func:`run_loopback` call."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self.aborted = threading.Event()
+        self.lock = threading.Lock()
+        self.barriers: list[threading.Barrier] = []
+
+    def new_barrier(self, n: int) -> threading.Barrier:
+        # The timeout turns a rank that never reaches a collective into a
+        # BrokenBarrierError on its peers instead of a hang.
+        b = threading.Barrier(n, timeout=self.timeout)
+        with self.lock:
+            self.barriers.append(b)
+            if self.aborted.is_set():
+                b.abort()
+        return b
+
+    def abort(self):
+        with self.lock:
+            self.aborted.set()
+            barriers = list(self.barriers)
+        for b in barriers:
+            b.abort()
+
+
+class _Group:
+    """One communicator's worth of shared state: rendezvous slots, p2p channels, splits."""
+
+    def __init__(self, world: _World, size: int):
+        self.world = world
+        self.size = size
+        self.barrier = world.new_barrier(size)
+        self.slots: list[Any] = [None] * size
+        self.lock = threading.Lock()
+        self.channels: dict[tuple[int, int, int], _Channel] = {}
+        # (split sequence number, color) -> [group, members still to pick it up]
+        self.children: dict[tuple[int, int], list] = {}
+
+    def channel(self, src, dst, tag) -> "_Channel":
+        with self.lock:
+            ch = self.channels.get((src, dst, tag))
+            if ch is None:
+                ch = self.channels[(src, dst, tag)] = _Channel()
+            return ch
+
+
+class _Channel:
+    """Messages from one source to one destination with one tag, in send order."""
+
+    def __init__(self):
+        self.messages: queue.Queue = queue.Queue()
+        # Receives match in the order they were posted (MPI non-overtaking).
+        self.posted: collections.deque = collections.deque()
+
+
+class _DoneRequest:
+    __slots__ = ()
+
+    def wait(self) -> None:
+        return None
+
+
+class _LoopbackRecv:
+    __slots__ = ("_tr", "_ch", "buf", "done")
+
+    def __init__(self, tr: "LoopbackTransport", ch: _Channel, buf: np.ndarray):
+        self._tr, self._ch, self.buf, self.done = tr, ch, buf, False
+
+    def fill(self, msg: np.ndarray):
+        if msg.size != self.buf.size:
+            raise DimensionMismatch(
+                f"recv: message of {msg.size} elements does not match the receive "
+                f"buffer of {self.buf.size} elements")
+        self.buf.reshape(-1)[...] = msg.reshape(-1)
+        self.done = True
+
+    def wait(self) -> None:
+        # Only the owning rank's thread receives on this channel, so draining
+        # the queue into the posted requests in order needs no extra lock.
+        world = self._tr._group.world
+        deadline = time.monotonic() + world.timeout
+        while not self.done:
+            try:
+                msg = self._ch.messages.get(timeout=0.02)
+            except queue.Empty:
+                if world.aborted.is_set():
+                    raise LoopbackAborted("recv: the loopback job was aborted") from None
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"recv: no message after {world.timeout} s") from None
+                continue
+            self._ch.posted.popleft().fill(msg)
+
+
+class LoopbackTransport(Transport):
+    """One virtual rank of a thread-based communicator (see :func:`run_loopback`).
+
+    Every collective is a rendezvous: each rank deposits a copy of its
+    contribution, a barrier releases, every rank reads what it needs, and a
+    second barrier keeps the slots alive until everyone has read.  Sent data
+    is always copied, so a caller that mutates a send buffer afterwards (or
+    aliases send and receive buffers) sees the same result as under MPI.
+    """
+
+    def __init__(self, group: _Group, rank: int):
+        self._group = group
+        self.rank = rank
+        self.size = group.size
+        self._split_seq = 0
+
+    # The one synchronisation primitive every collective is built on.
+    def _exchange(self, contribution: Any) -> list:
+        g = self._group
+        if g.world.aborted.is_set():
+            raise LoopbackAborted("collective: the loopback job was aborted")
+        g.slots[self.rank] = contribution
+        g.barrier.wait()
+        view = list(g.slots)
+        g.barrier.wait()
+        return view
+
+    def split(self, color, key):
+        seq = self._split_seq
+        self._split_seq += 1  # every member calls split in the same order
+        entries = self._exchange((color, key, self.rank))
+        if color is None or color < 0:
+            return None  # MPI_UNDEFINED
+        members = sorted((k, r) for c, k, r in entries if c == color)
+        new_rank = members.index((key, self.rank))
+        g = self._group
+        with g.lock:
+            slot = g.children.get((seq, color))
+            if slot is None:
+                slot = g.children[(seq, color)] = [_Group(g.world, len(members)), len(members)]
+            slot[1] -= 1
+            if slot[1] == 0:
+                del g.children[(seq, color)]
+        return LoopbackTransport(slot[0], new_rank)
+
+    def barrier(self):
+        self._exchange(None)
+
+    def allreduce(self, sendbuf, op):
+        parts = self._exchange(np.array(sendbuf, copy=True))
+        ufunc = _NP_REDUCE[op]
+        acc = parts[0].copy()
+        for p in parts[1:]:  # fixed rank order: deterministic like MPI's
+            acc = ufunc(acc, p)
+        return np.asarray(acc).astype(sendbuf.dtype, copy=False).reshape(sendbuf.shape)
+
+    def allgatherv(self, sendbuf, counts):
+        parts = self._exchange(np.array(sendbuf, copy=True).reshape(-1))
+        for j, (p, c) in enumerate(zip(parts, counts)):
+            if p.size != int(c):
+                raise DimensionMismatch(
+                    f"allgatherv: rank {j} sent {p.size} elements but counts[{j}]={int(c)}")
+        return np.concatenate(parts) if parts else np.empty(0, sendbuf.dtype)
+
+    def alltoall(self, sendbuf):
+        parts = self._exchange(np.array(sendbuf, copy=True))
+        return np.stack([p[self.rank] for p in parts]).reshape(sendbuf.shape)
+
+    def _alltoallv_now(self, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls):
+        pieces = [np.array(sendbuf[int(d):int(d) + int(c)], copy=True)
+                  for c, d in zip(sendcounts, sdispls)]
+        parts = self._exchange(pieces)
+        for j in range(self.size):
+            piece = parts[j][self.rank]
+            if piece.size != int(recvcounts[j]):
+                raise DimensionMismatch(
+                    f"alltoallv: rank {j} sent {piece.size} elements to rank {self.rank} "
+                    f"but recvcounts[{j}]={int(recvcounts[j])}")
+            d = int(rdispls[j])
+            recvbuf[d:d + piece.size] = piece
+
+    def alltoallv(self, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls):
+        self._alltoallv_now(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls)
+
+    def ialltoallv(self, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls):
+        # Completes eagerly at the start.  MPI allows that (a non-blocking
+        # collective may complete early); only a program that needs progress
+        # on other traffic between start and wait would deadlock here.
+        self._alltoallv_now(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls)
+        return _DoneRequest()
+
+    def reduce_scatter(self, sendbuf, recvcounts, op):
+        total = self.allreduce(sendbuf, op)
+        start = int(np.sum(np.asarray(recvcounts[:self.rank], dtype=np.int64)))
+        return total[start:start + int(recvcounts[self.rank])].copy()
+
+    def bcast(self, buf, root):
+        parts = self._exchange(np.array(buf, copy=True) if self.rank == root else None)
+        if self.rank != root:
+            src = parts[root]
+            if src.size != buf.size:
+                raise DimensionMismatch(
+                    f"bcast: root {root} sent {src.size} elements but this rank's "
+                    f"buffer holds {buf.size}")
+            buf.reshape(-1)[...] = src.reshape(-1)
+
+    def isend(self, buf, dest, tag):
+        self._group.channel(self.rank, dest, tag).messages.put(np.array(buf, copy=True))
+        return _DoneRequest()
+
+    def send(self, buf, dest, tag):
+        self.isend(buf, dest, tag)
+
+    def irecv(self, buf, source, tag):
+        ch = self._group.channel(source, self.rank, tag)
+        req = _LoopbackRecv(self, ch, buf)
+        ch.posted.append(req)
+        return req
+
+    def recv(self, buf, source, tag):
+        self.irecv(buf, source, tag).wait()
+
+    def allgather_obj(self, obj):
+        # Pickling is the copy-on-send for objects.
+        return [pickle.loads(b) for b in self._exchange(pickle.dumps(obj))]
+
+    def bcast_obj(self, obj, root):
+        parts = self._exchange(pickle.dumps(obj) if self.rank == root else None)
+        return pickle.loads(parts[root])
+
+    def abort(self, code=1):
+        self._group.world.abort()
+        exc = LoopbackAborted(f"abort({code}) called on loopback rank {self.rank}")
+        exc.explicit = True
+        raise exc
+
+    def library_version(self):
+        return "spgnn loopback transport (threads in one process)"
+
+
+def run_loopback(nranks: int, fn: Callable, *args, timeout: float = 60, **kwargs) -> list:
+    """Run ``fn(comm, *args, **kwargs)`` on ``nranks`` virtual ranks (threads).
+
+    Parameters
+    ----------
+    nranks : int
+        Number of virtual ranks, at least 1.
+    fn : callable
+        Called once per rank with a :class:`~spgnn.comm.Communicator` over a
+        :class:`LoopbackTransport` as first argument.  Each rank gets its own
+        ledger, as an MPI process would.
+    timeout : float
+        Seconds after which a rank still waiting in a collective fails and the
+        call raises ``TimeoutError``.
+
+    Returns
+    -------
+    list
+        ``fn``'s return value on each rank, indexed by rank.
+
+    Raises
+    ------
+    Exception
+        The original exception of the first rank that failed (its type is
+        preserved).  Its peers are released from their collectives at once
+        (``BrokenBarrierError`` / :class:`LoopbackAborted`), so the call never
+        hangs.
+    """
+    from spgnn.comm.communicator import Communicator
+    from spgnn.comm.stats import Ledger
+
+    if int(nranks) != nranks or nranks < 1:
+        raise ValueError(f"run_loopback: nranks must be a positive integer, but got {nranks!r}")
+    nranks = int(nranks)
+    world = _World(timeout)
+    group = _Group(world, nranks)
+    results: list = [None] * nranks
+    failures: list[tuple[int, BaseException]] = []
+    fail_lock = threading.Lock()
+
+    def body(r: int):
+        comm = Communicator(LoopbackTransport(group, r), ledger=Ledger(rank=r))
+        try:
+            results[r] = fn(comm, *args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            with fail_lock:
+                failures.append((r, exc))
+            # Record first, then abort: the first entry is the original error,
+            # never the BrokenBarrierError it causes on the peers.
+            world.abort()
+
+    threads = [threading.Thread(target=body, args=(r,), name=f"loopback-rank-{r}", daemon=True)
+               for r in range(nranks)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() for t in threads):
+        world.abort()
+        for t in threads:
+            t.join(1.0)
+        if not failures:
+            raise TimeoutError(f"run_loopback: ranks still running after {timeout} s")
+    if failures:
+        # Peers of a failed rank fail with BrokenBarrierError/LoopbackAborted;
+        # report the error that started it.
+        original = [exc for _, exc in failures
+                    if not isinstance(exc, (threading.BrokenBarrierError, LoopbackAborted))
+                    or getattr(exc, "explicit", False)]
+        if original:
+            raise original[0]
+        raise TimeoutError(f"run_loopback: a collective was not reached by every rank within "
+                           f"{timeout} s") from failures[0][1]
+    return results

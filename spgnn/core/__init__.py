@@ -1,0 +1,1 @@
+"""Core objects: semirings, the local CSR type, distributed matrices and operators."""

@@ -1,0 +1,72 @@
+"""Exception and warning classes.
+
+Every error subclasses both :class:`SpgnnError` and the built-in exception a
+scipy or numpy user would expect (``ValueError``, ``TypeError``,
+``ImportError``), so ``except ValueError`` keeps working.
+
+Message style: the operation, then what it requires, then what it got, naming
+both values, e.g. ``spmm: inner dimensions must agree, but got A.shape=(5, 4)
+and X.shape=(3, 2)``.
+"""
+
+__all__ = [
+    "SpgnnError",
+    "DimensionMismatch",
+    "LayoutMismatch",
+    "GridError",
+    "GridMismatch",
+    "InvalidSparseStructure",
+    "DTypeError",
+    "BackendUnavailable",
+    "BackendMismatch",
+    "RemoteError",
+    "SpgnnEfficiencyWarning",
+]
+
+
+class SpgnnError(Exception):
+    """Base class of every spgnn error."""
+
+
+class DimensionMismatch(SpgnnError, ValueError):
+    """Shapes of the operands do not fit the operation."""
+
+
+class LayoutMismatch(SpgnnError, ValueError):
+    """A layout the operation or the grid cannot handle."""
+
+
+class GridError(SpgnnError, ValueError):
+    """A process-grid shape that does not fit the communicator, or a bad axis."""
+
+
+class GridMismatch(GridError):
+    """Operands live on different process grids."""
+
+
+class InvalidSparseStructure(SpgnnError, ValueError):
+    """Malformed CSR arrays: non-monotone indptr, out-of-range indices, bad lengths."""
+
+
+class DTypeError(SpgnnError, TypeError):
+    """An array has a dtype the operation does not accept."""
+
+
+class BackendUnavailable(SpgnnError, ImportError):
+    """The requested backend cannot run here; the message says why."""
+
+
+class BackendMismatch(SpgnnError, TypeError):
+    """Operands belong to different backends."""
+
+
+class RemoteError(SpgnnError, RuntimeError):
+    """Raised on every rank when another rank failed a collective check.
+
+    The failing rank raises the specific error; its peers raise this one,
+    carrying the failing rank's message, so that no rank is left waiting.
+    """
+
+
+class SpgnnEfficiencyWarning(UserWarning):
+    """A slow path was taken (host staging, a dense fallback)."""

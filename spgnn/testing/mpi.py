@@ -1,0 +1,82 @@
+"""Launch Python code under ``mpiexec`` from an ordinary (serial) test run.
+
+The launcher is the ``mpiexec`` that sits next to ``sys.executable`` (the
+pip ``mpich`` wheel installs it into the venv's ``bin``): an ``mpiexec`` from
+another MPI found on ``PATH`` would silently start P independent singleton
+ranks.  Every job runs ``python -m mpi4py`` so that an uncaught exception on
+any rank calls ``MPI_Abort`` and ends the whole job instead of deadlocking it,
+and with one thread per rank for Numba/OpenMP/BLAS because tests oversubscribe
+small machines.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from typing import Sequence
+
+__all__ = ["find_mpiexec", "run_mpi", "SINGLE_THREAD_ENV"]
+
+#: Environment added to every launched job (callers may override).
+SINGLE_THREAD_ENV = {
+    "NUMBA_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+}
+
+
+def find_mpiexec() -> str | None:
+    """Path of the ``mpiexec`` beside ``sys.executable``, or ``None``.
+
+    Looks only in the interpreter's directory, never on ``PATH`` (see the
+    module docstring).  ``sys.executable`` itself is not resolved, so a venv's
+    ``bin`` is searched even when its ``python`` is a symlink.
+    """
+    return shutil.which("mpiexec", path=os.path.dirname(sys.executable))
+
+
+def run_mpi(script_or_module_args: str | Sequence[str], nprocs: int, timeout: float = 120,
+            env: dict | None = None, via_mpi4py: bool = True) -> subprocess.CompletedProcess:
+    """Run ``mpiexec -n nprocs python -m mpi4py <args>`` and capture its output.
+
+    Parameters
+    ----------
+    script_or_module_args : str or sequence of str
+        What follows ``python -m mpi4py``: a script path, or e.g.
+        ``["-m", "pytest", "tests/mpi"]`` or ``[script, "--flag"]``.
+    nprocs : int
+        Number of ranks.
+    timeout : float
+        Seconds before the job is killed (``subprocess.TimeoutExpired``).
+    env : dict, optional
+        Extra environment variables, applied over the current environment
+        and :data:`SINGLE_THREAD_ENV`.
+    via_mpi4py : bool
+        Run through ``python -m mpi4py`` (default).  ``False`` runs plain
+        ``python <args>``, relying on spgnn's own abort hook.
+
+    Returns
+    -------
+    subprocess.CompletedProcess
+        With ``stdout`` holding stdout and stderr interleaved (text).
+
+    Raises
+    ------
+    FileNotFoundError
+        When no ``mpiexec`` is installed beside the interpreter (tests should
+        call :func:`find_mpiexec` first and skip).
+    """
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        raise FileNotFoundError(f"run_mpi: no mpiexec next to {sys.executable}; "
+                                "install it with `pip install mpi4py mpich`")
+    args = [script_or_module_args] if isinstance(script_or_module_args, str) \
+        else list(script_or_module_args)
+    full_env = {**os.environ, **SINGLE_THREAD_ENV, **(env or {})}
+    runner = ["-m", "mpi4py"] if via_mpi4py else []
+    cmd = [mpiexec, "-n", str(int(nprocs)), sys.executable, *runner, *args]
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout, env=full_env)

@@ -1,0 +1,29 @@
+"""Every notebook in notebooks/ runs top to bottom (in one process, loopback ranks)."""
+
+import glob
+import os
+
+import pytest
+
+from spgnn.testing.notebook import execute_notebook
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb")))
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks found"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_notebook_runs(path):
+    outputs = execute_notebook(path)
+    assert any(outputs), f"{path} printed nothing"
+
+
+def test_grids_notebook_checks_against_scipy():
+    path = os.path.join(ROOT, "notebooks", "01_grids_and_spmm.ipynb")
+    text = "".join(execute_notebook(path))
+    for algo in ("1d", "1d-aware"):
+        line = next(l for l in text.splitlines() if l.startswith(f"{algo}: max |Y - scipy|"))
+        assert float(line.split("=")[1]) < 1e-3, line
