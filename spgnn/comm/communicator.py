@@ -374,12 +374,20 @@ class Communicator:
                                time.perf_counter() - t0)
         return flat.reshape((p,) + a.shape)
 
-    def allgatherv(self, buf, *, label=None) -> np.ndarray:
+    def allgatherv(self, buf, counts=None, *, label=None) -> np.ndarray:
         """Concatenate every rank's rows along axis 0 (rank order).
 
         Ranks may pass different numbers of rows (including zero); the other
-        dimensions and the dtype must agree (not checkable locally).  The row
-        counts are exchanged first (event ``"allgather:counts"``).
+        dimensions and the dtype must agree (not checkable locally).
+
+        Parameters
+        ----------
+        buf : array_like
+            This rank's rows.
+        counts : sequence of int, optional
+            Rows every rank contributes, identical on all ranks (e.g. from a
+            layout's block offsets).  When omitted they are exchanged first
+            (event ``"allgather:counts"``).
 
         Collective: yes.
         """
@@ -388,10 +396,16 @@ class Communicator:
         p = self.size
         rowshape = a.shape[1:]
         rowsize = int(np.prod(rowshape, dtype=np.int64))
-        t0 = time.perf_counter()
-        rows = self.transport.allgatherv(np.array([a.shape[0]], dtype=_COUNT_DTYPE),
-                                         np.ones(p, dtype=_COUNT_DTYPE))
-        self._record_allgather("allgather:counts", label, 8, 8 * p, time.perf_counter() - t0)
+        if counts is None:
+            t0 = time.perf_counter()
+            rows = self.transport.allgatherv(np.array([a.shape[0]], dtype=_COUNT_DTYPE),
+                                             np.ones(p, dtype=_COUNT_DTYPE))
+            self._record_allgather("allgather:counts", label, 8, 8 * p, time.perf_counter() - t0)
+        else:
+            rows = self._counts("allgatherv", "counts", counts)
+            if int(rows[self.rank]) != a.shape[0]:
+                raise DimensionMismatch(f"allgatherv: counts[{self.rank}]={int(rows[self.rank])} "
+                                        f"must equal this rank's rows, but buf has {a.shape[0]}")
         counts = rows * rowsize
         t0 = time.perf_counter()
         flat = self.transport.allgatherv(a.reshape(-1), counts)

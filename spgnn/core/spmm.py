@@ -17,6 +17,24 @@ Algorithms
     Same layouts; each rank receives only the rows of X that its block's
     non-empty columns need, through one alltoallv.  The exchange plan is built
     once per (matrix, X row split) and cached on the matrix.
+``15d`` / ``15d-aware`` (CAGNET 1.5D; ICPP'24 Algorithm 2 corrected)
+    A split by rows over the row axes R and by columns over the replica axes
+    C (``Layout("row", "layer")`` on ``grid_15d(c)``), X split by rows over R
+    and replicated over C.  Inside each process column the needed rows of X
+    are broadcast whole (``15d``) or exchanged sparsity-aware in one
+    alltoallv (``15d-aware``); the partial products are all-reduced over C.
+    See :mod:`spgnn.core.spmm_15d`.
+``3d`` (Plexus, Agarwal's 3D algorithm)
+    Roles ``(o, i, d)`` from the layouts: A ``Layout(d, o)``, X
+    ``Layout(o, i)`` (or row-sharded over d, first layer: all-gather over d);
+    output ``Layout(d, i)`` after an all-reduce over o.  See
+    :mod:`spgnn.core.spmm_3d` and :func:`spgnn.core.dense_ops.matmul`.
+
+Automatic selection (``algorithm=None``): ``local``, then ``1d-aware``, then
+``15d-aware`` (A split by columns over axes that X does not use), then
+``3d``; anything else raises :class:`~spgnn.errors.LayoutMismatch` naming
+the supported layouts.  ``15d``/``15d-aware`` also accept A with whole block
+rows replicated over C when named explicitly.
 """
 
 import numpy as np
@@ -27,6 +45,8 @@ from .dist_dense import DistDenseMatrix
 from .dist_sparse import DistSparseMatrix
 from .local import LocalCSR
 from .semiring import get_semiring, plus_times
+from .spmm_15d import match_15d, spmm_15d, spmm_15d_aware
+from .spmm_3d import roles_3d, spmm_3d
 from ._dist_common import same_grid
 
 __all__ = ["spmm", "SPMM_ALGORITHMS", "ExchangePlan"]
@@ -55,14 +75,24 @@ def _is_row_1d(A, X):
 
 
 def _select(A, X):
+    # 3D first: even on one rank its output layout Layout(d, i) is what the
+    # next layer (and dense_ops.matmul) expects, unlike local's.
+    if roles_3d(A, X) is not None:
+        return "3d"
     if A.grid.size == 1 or (not A.layout.rows and not A.layout.cols
                             and not X.layout.rows and not X.layout.cols and not X.layout.partial):
         return "local"
     if _is_row_1d(A, X):
         return "1d-aware"
+    if A.layout.cols and match_15d(A, X) is not None:
+        return "15d-aware"
     raise LayoutMismatch(f"spmm: no algorithm for A.layout={A.layout!r} and X.layout={X.layout!r}; "
                          f"supported: both split by rows over the same axes with whole rows of A "
-                         f"(1d, 1d-aware), or everything replicated (local)")
+                         f"(1d, 1d-aware); A = Layout(R, C) with X = Layout(R), e.g. "
+                         f"Layout('row', 'layer') and Layout('row') on grid_15d (15d, 15d-aware); "
+                         f"A = Layout(d, o) with X = Layout(o, i) or Layout((o, d), i) for three "
+                         f"distinct axes, e.g. Layout('z', 'x') and Layout('x', 'y') on grid_3d "
+                         f"(3d); or everything replicated (local)")
 
 
 def _spmm_local(A, X, semiring):
@@ -130,36 +160,47 @@ class ExchangePlan:
         """Collective over A's row axes."""
         key = ("spmm-1d-aware", X.layout.offsets(X.grid, X.shape[0], 0))
         plan = A.cache.get(key)
-        if plan is not None:
-            return plan
-        comm = A.grid.comm(*A.layout.rows)
-        be = A.backend
-        offsets = np.asarray(key[1], dtype=np.int64)
+        if plan is None:
+            plan = cls.build(A.grid.comm(*A.layout.rows), A.local, 0, key[1], A.backend,
+                             label="spmm-1d-aware:plan")
+            A.cache[key] = plan
+        return plan
+
+    @classmethod
+    def build(cls, comm, local, col_start, offsets, backend, label):
+        """Plan the exchange for one local block; the caller caches it.
+
+        Collective over ``comm``, whose rank ``r`` holds rows
+        ``[offsets[r], offsets[r+1])`` of X.  ``local`` is a :class:`LocalCSR`
+        whose column ``c`` is X's global row ``col_start + c`` (the 1D
+        algorithm passes A's whole-row block with ``col_start = 0``; the 1.5D
+        one its column slab, see :mod:`spgnn.core.spmm_15d`).
+        """
+        be = backend
+        offsets = np.asarray(offsets, dtype=np.int64)
         me = comm.rank
         x0, x1 = offsets[me], offsets[me + 1]
-        indices = np.asarray(be.to_host(A.local.indices)).astype(np.int64)
+        indices = np.asarray(be.to_host(local.indices)).astype(np.int64) + int(col_start)
         needed = np.unique(indices)
         remote = needed[(needed < x0) | (needed >= x1)]
         owner = np.searchsorted(offsets, remote, side="right") - 1
         req_counts = np.bincount(owner, minlength=comm.size).astype(np.int64)
         # Tell each owner which of its rows I need (once per plan).
-        send_counts = comm.alltoall(req_counts, label="spmm-1d-aware:plan").astype(np.int64)
-        asked = comm.alltoallv(remote, req_counts, send_counts, label="spmm-1d-aware:plan")
+        send_counts = comm.alltoall(req_counts, label=label).astype(np.int64)
+        asked = comm.alltoallv(remote, req_counts, send_counts, label=label)
         send_rows = asked - x0
         # Column remap: own rows first, then received rows in (owner, id) order.
         lut_keys = np.concatenate([np.arange(x0, x1, dtype=np.int64), remote])
         order = np.argsort(lut_keys, kind="stable")
         sorted_keys = lut_keys[order]
         pos = order[np.searchsorted(sorted_keys, indices)]
-        idt = A.local.indices.dtype
-        compact = LocalCSR(A.local.indptr, be.from_host(pos.astype(idt)), A.local.data,
-                           (A.local.shape[0], int(lut_keys.size)), check=None)
+        idt = local.indices.dtype
+        compact = LocalCSR(local.indptr, be.from_host(pos.astype(idt)), local.data,
+                           (local.shape[0], int(lut_keys.size)), check=None)
         most = max(int(send_counts.sum()), int(req_counts.sum()))
         max_rows = int(comm.allreduce(np.array([most], dtype=np.int64), op="max",
-                                      label="spmm-1d-aware:plan")[0])
-        plan = cls(send_rows, send_counts, req_counts, compact, max_rows)
-        A.cache[key] = plan
-        return plan
+                                      label=label)[0])
+        return cls(send_rows, send_counts, req_counts, compact, max_rows)
 
     def exchange(self, comm, x_local, label="spmm-1d-aware:exchange"):
         """Send the planned rows of ``x_local`` (host array); return ``[x_local; received]``."""
@@ -180,7 +221,8 @@ def _spmm_1d_aware(A, X, semiring):
     return _out_1d(A, X, be.spmm(plan.compact, be.from_host(x_ext), semiring))
 
 
-SPMM_ALGORITHMS = {"local": _spmm_local, "1d": _spmm_1d, "1d-aware": _spmm_1d_aware}
+SPMM_ALGORITHMS = {"local": _spmm_local, "1d": _spmm_1d, "1d-aware": _spmm_1d_aware,
+                   "15d": spmm_15d, "15d-aware": spmm_15d_aware, "3d": spmm_3d}
 
 
 def spmm(A, X, semiring=plus_times, *, algorithm=None):
@@ -198,7 +240,8 @@ def spmm(A, X, semiring=plus_times, *, algorithm=None):
 
     Returns
     -------
-    DistDenseMatrix, shape (n, f), split by rows like A.
+    DistDenseMatrix, shape (n, f): split by rows like A (``local``, ``1d*``,
+    ``15d*``: replicated over the other axes), or ``Layout(d, i)`` (``3d``).
 
     Raises
     ------

@@ -593,3 +593,22 @@ def test_import_does_not_start_mpi():
     code = "import sys, spgnn, spgnn.comm, spgnn.testing.mpi; print('mpi4py' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("p", [1, 3, 4])
+def test_allgatherv_with_known_counts_skips_the_counts_exchange(p):
+    rows = [r % 3 for r in range(p)]
+
+    def body(comm):
+        mine = np.full((rows[comm.rank], 2), comm.rank, dtype=np.float32)
+        with comm.track("known") as stats:
+            got = comm.allgatherv(mine, counts=rows)
+        want = np.concatenate([np.full((rows[r], 2), r, dtype=np.float32) for r in range(p)])
+        assert np.array_equal(got, want)
+        assert [e.op for e in stats.events] == ["allgatherv"]
+        assert stats.total("bytes_recv") == (sum(rows) - rows[comm.rank]) * 8
+        with pytest.raises(DimensionMismatch, match="must equal this rank's rows"):
+            comm.allgatherv(np.zeros((rows[comm.rank] + 1, 2)), counts=rows)
+        return True
+
+    assert all(run_loopback(p, body, timeout=15))
