@@ -112,25 +112,28 @@ def sbm(n, num_classes=4, *, avg_degree=10.0, homophily=0.8, num_features=32,
 
 
 def parse_generator_spec(spec):
-    """Build a graph from a spec like ``rmat:SCALE[:EDGE_FACTOR[:SEED]]`` or ``sbm:N[:CLASSES[:SEED]]``.
+    """Build a graph from ``rmat:SCALE[:EDGE_FACTOR[:SEED]]`` or ``sbm:N[:CLASSES[:SEED]]``.
 
-    Returns a scipy csr_array, or ``None`` when ``spec`` is not a generator spec.
+    Returns ``None`` when ``spec`` is not a generator spec, else a dict with
+    ``kind``, ``seed``, ``adj`` (csr_array) and, for ``sbm``, ``features``
+    and ``labels`` (``None`` for ``rmat``).
     """
     if not isinstance(spec, str) or ":" not in spec:
         return None
     kind, *args = spec.split(":")
+    if kind not in ("rmat", "sbm"):
+        return None
     try:
         nums = [int(x) for x in args]
     except ValueError:
         raise ValueError(f"generator spec {spec!r}: arguments must be integers") from None
+    usage = {"rmat": "rmat:SCALE[:EDGE_FACTOR[:SEED]]", "sbm": "sbm:N[:CLASSES[:SEED]]"}[kind]
+    if not 1 <= len(nums) <= 3:
+        raise ValueError(f"generator spec {spec!r}: expected {usage}")
+    defaults = {"rmat": [16, 0], "sbm": [4, 0]}[kind]
+    first, second, seed = nums + defaults[len(nums) - 1:]
     if kind == "rmat":
-        if not 1 <= len(nums) <= 3:
-            raise ValueError(f"generator spec {spec!r}: expected rmat:SCALE[:EDGE_FACTOR[:SEED]]")
-        scale, ef, seed = (nums + [16, 0])[:3] if len(nums) == 1 else (nums + [0])[:3]
-        return rmat(scale, ef, seed=seed)
-    if kind == "sbm":
-        if not 1 <= len(nums) <= 3:
-            raise ValueError(f"generator spec {spec!r}: expected sbm:N[:CLASSES[:SEED]]")
-        n, k, seed = (nums + [4, 0][len(nums) - 1:])[:3]
-        return sbm(n, k, seed=seed)[0]
-    return None
+        return dict(kind=kind, seed=seed, adj=rmat(first, second, seed=seed), features=None,
+                    labels=None)
+    adj, features, labels = sbm(first, second, seed=seed)
+    return dict(kind=kind, seed=seed, adj=adj, features=features, labels=labels)

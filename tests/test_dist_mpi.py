@@ -50,8 +50,9 @@ def test_dying_rank_aborts_the_job(via_mpi4py):
     proc = run_mpi(os.path.join(HERE, "mpi", "dying_rank.py"), 3, timeout=TIMEOUT,
                    via_mpi4py=via_mpi4py)
     elapsed = time.monotonic() - t0
+    # The dying rank's traceback is usually in the output, but MPI_Abort may
+    # kill the job before mpiexec forwards it, so only the outcome is asserted.
     assert proc.returncode != 0, proc.stdout[-3000:]
-    assert "rank dies on purpose" in proc.stdout
     assert "UNREACHABLE" not in proc.stdout
     assert elapsed < 60, f"abort took {elapsed:.1f} s"
 

@@ -37,7 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from spgnn import errors as _errors
-from spgnn.comm.stats import CommEvent, Ledger, block_size
+from spgnn.comm.stats import CommEvent, Ledger, block_size, model_allgather, model_allreduce
 from spgnn.comm.transport import REDUCE_OPS, Transport
 from spgnn.errors import DimensionMismatch, DTypeError, RemoteError
 
@@ -273,13 +273,10 @@ class Communicator:
                                      seconds=float(seconds), rank=self.ledger.rank))
 
     def _record_allgather(self, op, label, own, total, seconds):
-        p = self.size
-        self._record(op, label, own * (p - 1), total - own, (p - 1) if own > 0 and p > 1 else 0, seconds)
+        self._record(op, label, *model_allgather(own, total, self.size), seconds)
 
     def _record_allreduce(self, op, label, n, itemsize, seconds):
-        p = self.size
-        moved = 2 * (n - block_size(n, p, self.rank)) * itemsize if p > 1 else 0
-        self._record(op, label, moved, moved, 2 * (p - 1) if p > 1 and n > 0 else 0, seconds)
+        self._record(op, label, *model_allreduce(n, itemsize, self.size, self.rank), seconds)
 
     @staticmethod
     def _array(opname: str, buf, argname: str = "buf", min_ndim: int = 0) -> np.ndarray:

@@ -67,8 +67,10 @@ import contextlib
 from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
+from spgnn.layout import block_bounds
+
 __all__ = ["CommEvent", "CommStats", "ReducedStats", "Ledger", "block_size",
-           "FIELDS"]
+           "FIELDS", "model_allreduce", "model_allgather", "model_alltoallv"]
 
 #: Aggregated numeric fields, in table order.
 FIELDS = ("calls", "bytes_sent", "bytes_recv", "messages", "seconds")
@@ -77,11 +79,11 @@ FIELDS = ("calls", "bytes_sent", "bytes_recv", "messages", "seconds")
 def block_size(n: int, parts: int, index: int) -> int:
     """Elements of part ``index`` in the even split of ``n`` into ``parts``.
 
-    The first ``n % parts`` parts get one extra element (the ``block_bounds``
-    rule of the layout module).
+    The first ``n % parts`` parts get one extra element: the rule of
+    :func:`spgnn.layout.block_bounds`, which this delegates to.
     """
-    q, rem = divmod(int(n), int(parts))
-    return q + (1 if index < rem else 0)
+    start, stop = block_bounds(n, parts, index)
+    return stop - start
 
 
 @dataclass
@@ -113,6 +115,24 @@ class CommEvent:
     messages: int
     seconds: float
     rank: int
+
+
+def model_allreduce(n: int, itemsize: int, p: int, r: int) -> tuple:
+    """``(sent, recv, messages)`` of rank ``r`` for an ``n``-element allreduce (ring model)."""
+    moved = 2 * (n - block_size(n, p, r)) * itemsize if p > 1 else 0
+    return moved, moved, (2 * (p - 1) if p > 1 and n > 0 else 0)
+
+
+def model_allgather(own: int, total: int, p: int) -> tuple:
+    """``(sent, recv, messages)`` for an allgather(v) contributing ``own`` of ``total`` bytes."""
+    return own * (p - 1), total - own, ((p - 1) if own > 0 and p > 1 else 0)
+
+
+def model_alltoallv(send_bytes, recv_bytes, r: int) -> tuple:
+    """``(sent, recv, messages)`` of rank ``r`` given bytes to / from every peer (unsplit)."""
+    sent = sum(int(b) for j, b in enumerate(send_bytes) if j != r)
+    recv = sum(int(b) for j, b in enumerate(recv_bytes) if j != r)
+    return sent, recv, sum(1 for j, b in enumerate(send_bytes) if j != r and b > 0)
 
 
 def _label_matches(event_label: str, label: str) -> bool:

@@ -41,7 +41,7 @@ def _roles(H, W):
 def matmul(H, W):
     """``Q = H·W`` for the 3D layer step (all-reduce over the inner axis).
 
-    Collective over the grid: an all-gather of W over ``d`` when W is
+    Collective: over the grid.  An all-gather of W over ``d`` when W is
     row-sharded over ``d``, then one all-reduce (plus) over ``i``.
 
     Parameters

@@ -119,7 +119,10 @@ def _spmm_1d(A, X, semiring):
     _require_1d(A, X, "1d")
     comm = A.grid.comm(*A.layout.rows)
     be = A.backend
-    x_full = comm.allgatherv(np.ascontiguousarray(be.to_host(X.local)), label="spmm-1d:allgather")
+    # Every rank knows the row split of X: no counts exchange needed.
+    counts = np.diff(np.asarray(X.layout.offsets(X.grid, X.shape[0], 0)))
+    x_full = comm.allgatherv(np.ascontiguousarray(be.to_host(X.local)), counts,
+                             label="spmm-1d:allgather")
     return _out_1d(A, X, be.spmm(A.local, be.from_host(x_full), semiring))
 
 
@@ -170,7 +173,7 @@ class ExchangePlan:
     def build(cls, comm, local, col_start, offsets, backend, label):
         """Plan the exchange for one local block; the caller caches it.
 
-        Collective over ``comm``, whose rank ``r`` holds rows
+        Collective: over ``comm``, whose rank ``r`` holds rows
         ``[offsets[r], offsets[r+1])`` of X.  ``local`` is a :class:`LocalCSR`
         whose column ``c`` is X's global row ``col_start + c`` (the 1D
         algorithm passes A's whole-row block with ``col_start = 0``; the 1.5D

@@ -159,7 +159,7 @@ def _slab(A, c0, c1):
 def _row_counts(A, local, C, key):
     """Global structural nonzeros per row of my block rows (for ``mean``), cached.
 
-    Collective over ``C`` the first time (one int64 allreduce, plan label).
+    Collective: over ``C`` the first time (one int64 allreduce, plan label).
     """
     got = A.cache.get(key)
     if got is None:
@@ -199,9 +199,9 @@ def _local_semiring(semiring):
 def spmm_15d_aware(A, X, semiring):
     """Sparsity-aware 1.5D SpMM (corrected Algorithm 2 of the ICPP'24 paper).
 
-    Collective over the grid: a planning exchange over the row axes the first
-    time (cached in ``A.cache``), then one alltoallv over the row axes and one
-    all-reduce (the semiring's add monoid) over the replica axes.
+    Collective: over the grid.  The first call plans over the row axes
+    (cached in ``A.cache``); every call does one alltoallv over the row axes
+    and one all-reduce (the semiring's add monoid) over the replica axes.
     """
     from .spmm import ExchangePlan
 
@@ -224,7 +224,7 @@ def spmm_15d_aware(A, X, semiring):
 def spmm_15d(A, X, semiring):
     """Sparsity-oblivious 1.5D SpMM (CAGNET's baseline, report §2.5).
 
-    Collective over the grid: in process column ``j``, one broadcast per X
+    Collective: over the grid.  In process column ``j``, one broadcast per X
     block ``q`` overlapping the slab (root ``P(q, j)``, its whole piece of
     the slab; empty pieces are skipped, every rank knows their sizes), then
     one all-reduce over the replica axes.

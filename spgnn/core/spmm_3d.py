@@ -156,7 +156,10 @@ def require_3d(A, X, name="3d"):
 
 
 def gather_depth(grid, local, d, backend, label):
-    """All-gather row shards over the depth axis ``d`` (rows in ``d`` order). Collective over d."""
+    """All-gather row shards over the depth axis ``d`` (rows in ``d`` order).
+
+    Collective: over ``d`` (nothing when ``d`` has one rank).
+    """
     comm = grid.comm(d)
     if comm.size == 1:
         return local
@@ -167,7 +170,7 @@ def gather_depth(grid, local, d, backend, label):
 def spmm_3d(A, X, semiring):
     """Plexus's aggregation ``H = A (+).(x) F`` for roles ``(o, i, d)`` inferred from the layouts.
 
-    Collective over the grid: an all-gather over ``d`` when X is row-sharded
+    Collective: over the grid.  An all-gather over ``d`` when X is row-sharded
     over ``d`` (first layer), the local multiply, and an all-reduce over
     ``o`` with the semiring's add monoid (``mean`` reduces as plus and then
     divides by the global row counts, computed once and cached on A).
