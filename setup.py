@@ -26,7 +26,8 @@ setup(
         # pip-installed MPI runtime (mpiexec next to the interpreter); leave it
         # out on clusters that provide their own MPI.
         "mpich": ["mpich"],
-        "test": ["pytest>=7", "hypothesis>=6.80", "pytest-timeout"],
+        # pymetis: the tests exercise METIS partitioning on every run
+        "test": ["pytest>=7", "hypothesis>=6.80", "pytest-timeout", "pymetis"],
         "partition": ["pymetis"],
         "gpu": ["cupy-cuda13x>=13"],
     },

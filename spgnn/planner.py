@@ -19,7 +19,8 @@ import scipy.sparse as sp
 
 from .comm.stats import model_allgather, model_allreduce, model_alltoallv
 from .errors import DimensionMismatch
-from .layout import block_offsets
+from .grid import AbstractGrid
+from .layout import block_bounds, block_offsets
 
 __all__ = ["PlannedEvent", "SpmmPlan", "plan_spmm", "PLANNERS", "pair_rows"]
 
@@ -70,15 +71,28 @@ class SpmmPlan:
     def seconds(self, alpha, beta, phase="spmm") -> float:
         return sum(e.seconds(alpha, beta) for e in self.select(phase))
 
+    def grouped(self):
+        """Events summed per (phase, op, label, axis), per rank, with the number of calls."""
+        out = {}
+        for e in self.events:
+            key = (e.phase, e.op, e.label, e.axis)
+            if key in out:
+                calls, s, r, m = out[key]
+                out[key] = (calls + 1, s + e.sent, r + e.recv, m + e.messages)
+            else:
+                out[key] = (1, e.sent.copy(), e.recv.copy(), e.messages.copy())
+        return out
+
     def to_dict(self, alpha=None, beta=None) -> dict:
         out = {"algorithm": self.algorithm, "ranks": self.ranks, "feat": self.feat,
                "bytes_total": self.bytes_total(), "bytes_max_rank": self.bytes_max_rank(),
                "setup_bytes_total": self.bytes_total("setup"),
-               "collectives": [{"op": e.op, "label": e.label, "axis": list(e.axis), "phase": e.phase,
-                                "bytes_total": int(e.sent.sum()),
-                                "bytes_max_rank": int(np.maximum(e.sent, e.recv).max(initial=0)),
-                                "messages_max_rank": int(e.messages.max(initial=0))}
-                               for e in self.events]}
+               "collectives": [{"phase": phase, "op": op, "label": label, "axis": list(axis),
+                                "calls": calls, "bytes_total": int(s.sum()),
+                                "bytes_max_rank": int(np.maximum(s, r).max(initial=0)),
+                                "messages_max_rank": int(m.max(initial=0))}
+                               for (phase, op, label, axis), (calls, s, r, m)
+                               in self.grouped().items()]}
         if alpha is not None and beta is not None:
             out["seconds_estimate"] = self.seconds(alpha, beta)
         return out
@@ -117,28 +131,103 @@ def _plan_1d(a, offsets, p, f, w):
     return [_event("allgatherv", "spmm-1d:allgather", ("row",), rows)]
 
 
+def _plan_exchange(r, f, w, label, rank_of, p):
+    """Setup and per-call events of an :class:`ExchangePlan` inside groups of ranks.
+
+    ``r[g]`` is the pair-row matrix of group ``g`` (``r[g][i, j]``: rows group
+    member ``i`` needs from member ``j``); ``rank_of(g, i)`` the world rank.
+    """
+    rows = {name: [None] * p for name in ("counts", "split", "ids", "max", "x")}
+    for g, rg in enumerate(r):
+        k = rg.shape[0]
+        for q in range(k):
+            world = rank_of(g, q)
+            rows["counts"][world] = ((k - 1) * 8, (k - 1) * 8, k - 1)
+            rows["split"][world] = model_allreduce(1, 8, k, q)
+            rows["ids"][world] = model_alltoallv(rg[q] * 8, rg[:, q] * 8, q)
+            rows["max"][world] = model_allreduce(1, 8, k, q)
+            rows["x"][world] = model_alltoallv(rg[:, q] * f * w, rg[q] * f * w, q)
+    return [_event("alltoall", f"{label}:plan", ("row",), rows["counts"], "setup"),
+            _event("allreduce:split", f"{label}:plan", ("row",), rows["split"], "setup"),
+            _event("alltoallv", f"{label}:plan", ("row",), rows["ids"], "setup"),
+            _event("allreduce", f"{label}:plan", ("row",), rows["max"], "setup"),
+            _event("alltoallv", f"{label}:exchange", ("row",), rows["x"])]
+
+
 def _plan_1d_aware(a, offsets, p, f, w):
-    r = pair_rows(a, offsets)          # r[i, j]: part i needs r rows from part j
-    setup = [
-        _event("alltoall", "spmm-1d-aware:plan", ("row",),
-               [((p - 1) * 8, (p - 1) * 8, p - 1) for _ in range(p)], "setup"),
-        _event("allreduce:split", "spmm-1d-aware:plan", ("row",),
-               [model_allreduce(1, 8, p, q) for q in range(p)], "setup"),
-        # rank i sends part j the ids of the r[i, j] rows it needs
-        _event("alltoallv", "spmm-1d-aware:plan", ("row",),
-               [model_alltoallv(r[q] * 8, r[:, q] * 8, q) for q in range(p)], "setup"),
-        _event("allreduce", "spmm-1d-aware:plan", ("row",),
-               [model_allreduce(1, 8, p, q) for q in range(p)], "setup"),
-    ]
-    exchange = _event("alltoallv", "spmm-1d-aware:exchange", ("row",),
-                      [model_alltoallv(r[:, q] * f * w, r[q] * f * w, q) for q in range(p)])
-    return setup + [exchange]
+    return _plan_exchange([pair_rows(a, offsets)], f, w, "spmm-1d-aware", lambda g, i: i, p)
 
 
-PLANNERS = {"1d": _plan_1d, "1d-aware": _plan_1d_aware}
+def _slabs(offsets, c):
+    """Column slab of each replica: the union of X blocks ``block_bounds(k, c, j)``."""
+    k = len(offsets) - 1
+    return [(int(offsets[block_bounds(k, c, j)[0]]), int(offsets[block_bounds(k, c, j)[1]]))
+            for j in range(c)]
 
 
-def plan_spmm(a, algorithm, ranks, feat, *, offsets=None, itemsize=4):
+def _allreduce_15d(offsets, p, f, w, c):
+    sizes = np.diff(offsets)
+    rows = [model_allreduce(int(sizes[q // c]) * f, w, c, q % c) for q in range(p)]
+    return [_event("allreduce", "spmm-15d:allreduce", ("layer",), rows)] if c > 1 else []
+
+
+def _plan_15d_aware(a, offsets, p, f, w, c):
+    r = []
+    for c0, c1 in _slabs(offsets, c):
+        # keep only the slab's columns, with their global ids
+        slab = sp.csr_array(a[:, c0:c1])
+        r.append(pair_rows(sp.csr_array((slab.data, slab.indices + c0, slab.indptr), shape=a.shape),
+                           offsets))
+    # process column j holds ranks (i, j) = i * c + j
+    return (_plan_exchange(r, f, w, "spmm-15d-aware", lambda j, i: i * c + j, p)
+            + _allreduce_15d(offsets, p, f, w, c))
+
+
+def _plan_15d(a, offsets, p, f, w, c):
+    k = len(offsets) - 1
+    slabs = _slabs(offsets, c)
+    events = []
+    for q in range(k):      # one broadcast stage per X block overlapping each column's slab
+        rows, active = [(0, 0, 0)] * p, False
+        for j, (c0, c1) in enumerate(slabs):
+            m = max(0, min(int(offsets[q + 1]), c1) - max(int(offsets[q]), c0)) * f * w
+            if m == 0:
+                continue
+            active = True
+            for i in range(k):
+                rows[i * c + j] = (m * (k - 1), 0, k - 1 if k > 1 else 0) if i == q else (0, m, 0)
+        if active:
+            events.append(_event("bcast", "spmm-15d:bcast", ("row",), rows))
+    return events + _allreduce_15d(offsets, p, f, w, c)
+
+
+def _plan_3d(a, offsets, p, f, w, grid, shard_input):
+    g = AbstractGrid(tuple(grid), ("x", "y", "z"))
+    gx, gy, gz = g.shape                     # layer 0: roles (o, i, d) = (x, y, z)
+    n = a.shape[0]
+    rows_d, rows_o, cols_i = block_offsets(n, gz), block_offsets(n, gx), block_offsets(f, gy)
+    gather, reduce = [None] * p, [None] * p
+    for rank, (cx, cy, cz) in g.ranks():
+        width = cols_i[cy + 1] - cols_i[cy]
+        oblock = rows_o[cx + 1] - rows_o[cx]
+        pieces = block_offsets(oblock, gz)
+        own = (pieces[cz + 1] - pieces[cz]) * width * w
+        gather[rank] = model_allgather(own, oblock * width * w, gz)
+        reduce[rank] = model_allreduce((rows_d[cz + 1] - rows_d[cz]) * width, w, gx, cx)
+    events = []
+    if shard_input and gz > 1:
+        events.append(_event("allgatherv", "spmm-3d:allgather", ("z",), gather))
+    if gx > 1:
+        events.append(_event("allreduce", "spmm-3d:allreduce", ("x",), reduce))
+    return events
+
+
+PLANNERS = {"1d": _plan_1d, "1d-aware": _plan_1d_aware, "15d": _plan_15d,
+            "15d-aware": _plan_15d_aware, "3d": _plan_3d}
+
+
+def plan_spmm(a, algorithm, ranks, feat, *, offsets=None, itemsize=4, replication=2, grid=None,
+              shard_input=True):
     """Plan one algorithm's communication for ``Y = A X`` (A square, n×n; X n×feat).
 
     Parameters
@@ -151,9 +240,16 @@ def plan_spmm(a, algorithm, ranks, feat, *, offsets=None, itemsize=4):
     ranks : int
         Number of ranks P (any size: nothing is launched).
     offsets : sequence of int, optional
-        Block boundaries of the row partition (P + 1 entries); default even.
+        Block boundaries of the row partition into P blocks (1D) or P/c
+        blocks (1.5D); default even.  ``3d`` uses even splits.
     itemsize : int
         Bytes per element of X (4 for float32).
+    replication : int
+        c for ``15d`` and ``15d-aware``, on a P/c × c grid.
+    grid : (int, int, int)
+        ``(X, Y, Z)`` for ``3d``: layer 0's SpMM with roles ``(o, i, d) =
+        (x, y, z)``; X is row-sharded over z when ``shard_input`` (an
+        all-gather over z), then partial sums are all-reduced over x.
 
     Returns
     -------
@@ -161,17 +257,55 @@ def plan_spmm(a, algorithm, ranks, feat, *, offsets=None, itemsize=4):
     """
     if a.shape[0] != a.shape[1]:
         raise DimensionMismatch(f"plan_spmm: A must be square, but got shape {a.shape}")
-    n = a.shape[0]
-    offsets = np.asarray(block_offsets(n, ranks) if offsets is None else offsets, dtype=np.int64)
-    if offsets.size != ranks + 1 or offsets[0] != 0 or offsets[-1] != n or np.any(np.diff(offsets) < 0):
-        raise DimensionMismatch(f"plan_spmm: offsets must be {ranks + 1} non-decreasing boundaries "
-                                f"from 0 to n={n}, but got {offsets.size} values "
-                                f"from {offsets[0] if offsets.size else None} to "
-                                f"{offsets[-1] if offsets.size else None}")
-    try:
-        planner = PLANNERS[algorithm]
-    except KeyError:
+    if algorithm not in PLANNERS:
         raise ValueError(f"plan_spmm: unknown algorithm {algorithm!r}; expected one of "
-                         f"{sorted(PLANNERS)}") from None
-    events = planner(sp.csr_array(a), offsets, int(ranks), int(feat), int(itemsize))
-    return SpmmPlan(algorithm, int(ranks), int(feat), int(itemsize), events)
+                         f"{sorted(PLANNERS)}")
+    n, ranks, feat, itemsize = a.shape[0], int(ranks), int(feat), int(itemsize)
+    extra, blocks = {}, ranks
+    if algorithm in ("15d", "15d-aware"):
+        c = int(replication)
+        if c < 1 or ranks % c:
+            raise ValueError(f"plan_spmm: replication c must divide ranks={ranks}, but got c={c}")
+        extra["c"], blocks = c, ranks // c
+    elif algorithm == "3d":
+        if grid is None or len(tuple(grid)) != 3 or int(np.prod(grid)) != ranks:
+            raise ValueError(f"plan_spmm: 3d needs grid=(X, Y, Z) with X*Y*Z = ranks={ranks}, "
+                             f"but got grid={grid}")
+        extra.update(grid=tuple(int(g) for g in grid), shard_input=bool(shard_input))
+    offsets = np.asarray(block_offsets(n, blocks) if offsets is None else offsets, dtype=np.int64)
+    if (offsets.size != blocks + 1 or offsets[0] != 0 or offsets[-1] != n
+            or np.any(np.diff(offsets) < 0)):
+        raise DimensionMismatch(f"plan_spmm: {algorithm} on {ranks} ranks needs {blocks + 1} "
+                                f"non-decreasing offsets from 0 to n={n}, but got "
+                                f"{offsets.tolist() if offsets.size < 12 else offsets.size}")
+    events = PLANNERS[algorithm](sp.csr_array(a), offsets, ranks, feat, itemsize, **extra)
+    return SpmmPlan(algorithm, ranks, feat, itemsize, events)
+
+
+def grids_3d(ranks):
+    """Every ``(X, Y, Z)`` with ``X * Y * Z == ranks``."""
+    out = []
+    for gx in range(1, ranks + 1):
+        if ranks % gx:
+            continue
+        for gy in range(1, ranks // gx + 1):
+            if (ranks // gx) % gy == 0:
+                out.append((gx, gy, ranks // gx // gy))
+    return out
+
+
+def best_grid_3d(n, ranks, dims):
+    """The ``(X, Y, Z)`` grid Plexus's model prefers for a GCN epoch with widths ``dims``.
+
+    Minimises the per-rank epoch volume of :func:`spgnn.core.spmm_3d.comm_volume_3d`
+    (report §2.7; ties go to the smaller maximum axis volume).  The SpMM
+    step alone is not a good criterion: a ``1 x P x 1`` grid makes it free
+    by replicating A, and moves the cost into the dense layer steps.
+    """
+    from .core.spmm_3d import comm_volume_3d
+
+    def cost(grid):
+        vol = comm_volume_3d(int(n), list(dims), grid)
+        return (vol["total"], max(v for k, v in vol.items() if k != "total"))
+
+    return min(grids_3d(ranks), key=cost)

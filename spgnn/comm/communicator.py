@@ -93,6 +93,22 @@ def _install_abort_hook():
     sys.excepthook = hook
 
 
+def abort_if_parallel(code: int = 1) -> None:
+    """``MPI_Abort`` when MPI is running with more than one rank; otherwise nothing.
+
+    Used by command-line entry points after reporting an error, so that a
+    rank failing alone cannot leave its peers waiting in a collective.
+    """
+    import sys
+
+    if "mpi4py.MPI" not in sys.modules:
+        return
+    from mpi4py import MPI
+
+    if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1:
+        MPI.COMM_WORLD.Abort(code)
+
+
 def _exclusive_cumsum(c: np.ndarray) -> np.ndarray:
     out = np.zeros_like(c)
     if c.size > 1:

@@ -91,9 +91,10 @@ def matmul(H, W):
                              f"column blocks over {i!r} {tuple(hoff)}")
     w_local = W.local
     if sharded:
-        from .spmm_3d import gather_depth
+        from .spmm_3d import depth_counts, gather_depth
 
-        w_local = gather_depth(grid, w_local, d, be, "matmul-3d:allgather")
+        w_local = gather_depth(grid, w_local, d, be, "matmul-3d:allgather",
+                               depth_counts(W.layout, grid, W.shape[0], i, d))
     q = H.local @ w_local
     comm_i = grid.comm(i)
     if comm_i.size > 1:

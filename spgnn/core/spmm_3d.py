@@ -155,16 +155,25 @@ def require_3d(A, X, name="3d"):
     return got
 
 
-def gather_depth(grid, local, d, backend, label):
+def gather_depth(grid, local, d, backend, label, counts=None):
     """All-gather row shards over the depth axis ``d`` (rows in ``d`` order).
 
-    Collective: over ``d`` (nothing when ``d`` has one rank).
+    ``counts`` (rows of every shard, known from the layout) saves the counts
+    exchange.  Collective: over ``d`` (nothing when ``d`` has one rank).
     """
     comm = grid.comm(d)
     if comm.size == 1:
         return local
     host = np.ascontiguousarray(backend.to_host(local))
-    return backend.from_host(comm.allgatherv(host, label=label))
+    return backend.from_host(comm.allgatherv(host, counts, label=label))
+
+
+def depth_counts(layout, grid, n, o, d):
+    """Rows of each ``d`` shard inside my ``o`` block of a ``Layout((o, d), ...)``. Local."""
+    off = layout.offsets(grid, n, 0)
+    gd = grid.axis_size(d)
+    b = grid.axis_index(o) * gd
+    return np.diff(np.asarray(off[b:b + gd + 1], dtype=np.int64))
 
 
 def spmm_3d(A, X, semiring):
@@ -182,7 +191,8 @@ def spmm_3d(A, X, semiring):
     grid, be = A.grid, A.backend
     f_local = X.local
     if sharded:
-        f_local = gather_depth(grid, f_local, d, be, "spmm-3d:allgather")
+        f_local = gather_depth(grid, f_local, d, be, "spmm-3d:allgather",
+                               depth_counts(X.layout, grid, X.shape[0], o, d))
     y = be.spmm(A.local, f_local, _local_semiring(semiring))
     comm_o = grid.comm(o)
     if comm_o.size > 1:

@@ -4,6 +4,8 @@ import numpy as np
 from hypothesis import given, strategies as st
 
 from spgnn import DistDenseMatrix, DistSparseMatrix, Layout, ProcessGrid, run_loopback, spmm
+from spgnn.core.spmm_15d import layouts_15d
+from spgnn.core.spmm_3d import layouts_3d
 from spgnn.planner import plan_spmm
 from spgnn.testing.strategies_dist import random_sparse, splits_for
 
@@ -27,11 +29,26 @@ def plan_by_key(plan, phase, rank):
     return out
 
 
-def run_and_record(a, x, p, offsets, algorithm):
-    def body(comm):
+def distribute(comm, a, x, algorithm, offsets=None, c=2, grid3d=None):
+    """A and X in the layouts ``algorithm`` expects (as the spmm command builds them)."""
+    p, n = comm.size, a.shape[0]
+    if algorithm in ("15d", "15d-aware"):
+        grid = ProcessGrid(comm, (p // c, c), ("row", "layer"))
+        la, lx = layouts_15d(grid, n, row_splits=offsets)
+    elif algorithm == "3d":
+        grid = ProcessGrid(comm, grid3d, ("x", "y", "z"))
+        lay = layouts_3d(grid, ("x", "y", "z"), n, x.shape[1], shard_input=True)
+        la, lx = lay["A"], lay["X"]
+    else:
         grid = ProcessGrid(comm, (p,), ("row",))
-        A = DistSparseMatrix.from_global(a, grid, Layout("row", row_splits=offsets), backend="numpy")
-        X = DistDenseMatrix.from_global(x, grid, Layout("row", row_splits=offsets), backend="numpy")
+        la = lx = Layout("row", row_splits=offsets)
+    return (DistSparseMatrix.from_global(a, grid, la, backend="numpy"),
+            DistDenseMatrix.from_global(x, grid, lx, backend="numpy"))
+
+
+def run_and_record(a, x, p, offsets, algorithm, c=2, grid3d=None):
+    def body(comm):
+        A, X = distribute(comm, a, x, algorithm, offsets, c, grid3d)
         with comm.track("first") as first:
             spmm(A, X, algorithm=algorithm)
         with comm.track("again") as again:
@@ -46,15 +63,30 @@ def _strip(d):
     return {k: v for k, v in d.items() if any(v)}
 
 
-@given(st.sampled_from([1, 2, 3, 4, 8]), st.integers(0, 24), st.integers(1, 4),
+def _factor3(p, data):
+    x = data.draw(st.sampled_from([d for d in range(1, p + 1) if p % d == 0]))
+    y = data.draw(st.sampled_from([d for d in range(1, p // x + 1) if (p // x) % d == 0]))
+    return (x, y, p // x // y)
+
+
+@given(st.sampled_from([1, 2, 3, 4, 6, 8]), st.integers(0, 24), st.integers(1, 4),
        st.sampled_from([0.0, 0.1, 0.3]), st.integers(0, 2**31 - 1),
-       st.sampled_from(["1d", "1d-aware"]), st.data())
+       st.sampled_from(["1d", "1d-aware", "15d", "15d-aware", "3d"]), st.data())
 def test_plan_equals_ledger(p, n, f, density, seed, algorithm, data):
-    offsets = data.draw(splits_for(n, p)) or None
+    c, grid3d, blocks = 1, None, p
+    if algorithm in ("15d", "15d-aware"):
+        c = data.draw(st.sampled_from([d for d in (1, 2, 3, 4) if p % d == 0]))
+        blocks = p // c
+    if algorithm == "3d":
+        grid3d = _factor3(p, data)
+        offsets = None
+    else:
+        offsets = data.draw(splits_for(n, blocks)) or None
     a = random_sparse((n, n), density, seed, dtype=np.float32)
     x = np.ones((n, f), dtype=np.float32)
-    plan = plan_spmm(a, algorithm, p, f, offsets=offsets, itemsize=4)
-    for rank, (first, again) in enumerate(run_and_record(a, x, p, offsets, algorithm)):
+    plan = plan_spmm(a, algorithm, p, f, offsets=offsets, itemsize=4, replication=c, grid=grid3d)
+    runs = run_and_record(a, x, p, offsets, algorithm, c, grid3d)
+    for rank, (first, again) in enumerate(runs):
         setup_and_spmm = plan_by_key(plan, "setup", rank)
         for k, v in plan_by_key(plan, "spmm", rank).items():
             s = setup_and_spmm.get(k, (0, 0, 0))

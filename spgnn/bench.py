@@ -1,0 +1,36 @@
+"""Timing helpers for commands and benchmarks (OSU style).
+
+Warm-ups first, a barrier before each timed repetition, the time of a
+repetition is the slowest rank's, and the report is the median over
+repetitions.  Never used in unit tests: timings are not assertions.
+"""
+
+import os
+import platform
+import statistics
+import time
+
+import numpy as np
+
+__all__ = ["time_collective", "machine"]
+
+
+def time_collective(comm, fn, *, repeat=5, warmup=1):
+    """``(median, min)`` over ``repeat`` runs of the slowest rank's time for ``fn()``. Collective."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(max(1, repeat)):
+        comm.barrier()
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        times.append(float(comm.allreduce(np.array([dt]), op="max", label="bench:time")[0]))
+    return statistics.median(times), min(times)
+
+
+def machine():
+    """A short description of where a measurement ran."""
+    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "python": platform.python_version(),
+            "numba_threads": os.environ.get("NUMBA_NUM_THREADS", "default")}

@@ -1,0 +1,173 @@
+"""``python -m spgnn plan``: exact bytes and an α–β time for SpMM algorithms at any rank count.
+
+Nothing is launched at those sizes: the planner (:mod:`spgnn.planner`)
+replays each algorithm's communication on the partitioned graph.  Plans for
+configurations that fit in 8 ranks are tested equal to real ledgers.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
+
+
+def add_parser(sub):
+    p = sub.add_parser("plan", help="plan SpMM communication for many rank counts without running them")
+    p.add_argument("--graph", required=True, help="graph file or generator spec (rmat:16:16)")
+    p.add_argument("--ranks", default="8,64,256,1024", help="comma-separated rank counts")
+    p.add_argument("--feat", type=int, default=128, help="columns of X (default 128)")
+    p.add_argument("--algos", default=",".join(ALGORITHMS), help="comma-separated algorithms")
+    p.add_argument("--partition", default="metis", help="none | random | metis | balanced")
+    p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms (default 2)")
+    p.add_argument("--grid", help="XxYxZ for 3d (default: Plexus's model's best grid per P)")
+    p.add_argument("--itemsize", type=int, default=4, help="bytes per element of X (default 4)")
+    p.add_argument("--alpha", type=float, help="latency in seconds (default: measured)")
+    p.add_argument("--beta", type=float, help="seconds per byte (default: measured)")
+    p.add_argument("--save-partition", metavar="FILE",
+                   help="write the partition used (one part id per vertex); with several part "
+                        "counts, FILE gets a .<parts> suffix per count")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(command="plan")
+    return p
+
+
+def _alpha_beta(args):
+    """User values, else a 2-rank ping-pong (here or through mpiexec), else documented defaults."""
+    from spgnn.comm.calibrate import DEFAULT_ALPHA, DEFAULT_BETA
+
+    if args.alpha is not None and args.beta is not None:
+        return args.alpha, args.beta, "given"
+    from spgnn.testing.mpi import find_mpiexec
+
+    mpiexec = find_mpiexec()
+    if mpiexec is not None and "PMI_RANK" not in os.environ and "PMI_SIZE" not in os.environ:
+        try:
+            out = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "spgnn", "calibrate",
+                                  "--json"], capture_output=True, text=True, timeout=60,
+                                 stdin=subprocess.DEVNULL)
+            got = json.loads(out.stdout.strip().splitlines()[-1])
+            alpha = args.alpha if args.alpha is not None else got["alpha"]
+            beta = args.beta if args.beta is not None else got["beta"]
+            return alpha, beta, "measured (2-rank ping-pong)"
+        except (subprocess.SubprocessError, ValueError, IndexError, KeyError, OSError):
+            pass
+    return (args.alpha if args.alpha is not None else DEFAULT_ALPHA,
+            args.beta if args.beta is not None else DEFAULT_BETA, "defaults")
+
+
+def _parse_list(text, what, cast=str):
+    try:
+        items = [cast(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"plan: --{what} must be a comma-separated list, but got {text!r}") from None
+    if not items:
+        raise ValueError(f"plan: --{what} is empty")
+    return items
+
+
+def plan_all(args):
+    """Every (ranks, algorithm) plan as dicts, plus the partitions used. Local."""
+    from spgnn.planner import best_grid_3d, plan_spmm
+
+    from ._graph import load_adjacency, partition_order, permute
+    from .spmm import parse_grid
+
+    ranks_list = _parse_list(args.ranks, "ranks", int)
+    algos = _parse_list(args.algos, "algos")
+    bad = [a for a in algos if a not in ALGORITHMS]
+    if bad or min(ranks_list) < 1:
+        raise ValueError(f"plan: algorithms must be among {ALGORITHMS} and ranks positive, "
+                         f"but got algos={algos}, ranks={ranks_list}")
+    adj, name = load_adjacency(args.graph)
+    n = adj.shape[0]
+    alpha, beta, source = _alpha_beta(args)
+    partitions = {}
+
+    def ordered(blocks):
+        if blocks not in partitions:
+            perm, offsets, stats = partition_order(adj, args.partition, blocks, seed=args.seed)
+            partitions[blocks] = (perm, offsets, permute(adj, perm))
+        return partitions[blocks]
+
+    rows = []
+    for p in ranks_list:
+        for algo in algos:
+            extra, blocks = {}, p
+            if algo in ("15d", "15d-aware"):
+                if p % args.replication:
+                    continue                       # c must divide P
+                blocks = p // args.replication
+                extra["replication"] = args.replication
+            if algo == "3d":
+                grid = parse_grid(args.grid, p) if args.grid else best_grid_3d(n, p, [args.feat] * 3)
+                extra["grid"] = grid
+                a, offsets = adj, None             # 3D volumes do not depend on the pattern
+            else:
+                _, offsets, a = ordered(blocks)
+            plan = plan_spmm(a, algo, p, args.feat, offsets=offsets, itemsize=args.itemsize, **extra)
+            row = plan.to_dict(alpha, beta)
+            if "grid" in extra:
+                row["grid"] = "x".join(map(str, extra["grid"]))
+            if "replication" in extra:
+                row["replication"] = extra["replication"]
+            rows.append(row)
+    meta = {"graph": name, "n": n, "nnz": int(adj.nnz), "feat": args.feat,
+            "partition": args.partition, "alpha": alpha, "beta": beta, "alpha_beta": source}
+    return meta, rows, partitions
+
+
+def _save_partitions(path, partitions, n):
+    from ._graph import write_partition_file
+
+    written = []
+    for blocks, (perm, offsets, _) in sorted(partitions.items()):
+        parts = np.zeros(n, dtype=np.int64)
+        if perm is None:
+            perm = np.arange(n)
+        parts[perm] = np.repeat(np.arange(blocks), np.diff(offsets))
+        target = path if len(partitions) == 1 else f"{path}.{blocks}"
+        write_partition_file(target, parts)
+        written.append(target)
+    return written
+
+
+def _table(meta, rows):
+    lines = [f"graph {meta['graph']}: n={meta['n']}, nnz={meta['nnz']}, f={meta['feat']}, "
+             f"partition {meta['partition']}; alpha={meta['alpha'] * 1e6:.2f} us, "
+             f"beta={meta['beta'] * 1e9:.4f} ns/B ({meta['alpha_beta']})",
+             f"{'ranks':>6} {'algorithm':<10} {'grid/c':>8} {'bytes total':>15} {'max/rank':>13} "
+             f"{'setup bytes':>13} {'est. seconds':>13}"]
+    for r in rows:
+        shape = r.get("grid") or (f"c={r['replication']}" if "replication" in r else "")
+        lines.append(f"{r['ranks']:>6} {r['algorithm']:<10} {shape:>8} {r['bytes_total']:>15,d} "
+                     f"{r['bytes_max_rank']:>13,d} {r['setup_bytes_total']:>13,d} "
+                     f"{r['seconds_estimate']:>13.3e}")
+        for c in r["collectives"]:
+            if c["phase"] == "spmm":
+                calls = f" x{c['calls']}" if c["calls"] > 1 else ""
+                lines.append(f"{'':>6}   {c['op'] + calls:<14} axis={','.join(c['axis']):<6} "
+                             f"total={c['bytes_total']:,d} max/rank={c['bytes_max_rank']:,d} "
+                             f"max msgs={c['messages_max_rank']}")
+    return "\n".join(lines)
+
+
+def run(args):
+    import scipy.sparse  # noqa: F401  (fail early with a clear ImportError)
+
+    rank = int(os.environ.get("PMI_RANK", "0"))
+    if rank != 0:
+        return 0            # under mpiexec only rank 0 plans (nothing is collective here)
+    meta, rows, partitions = plan_all(args)
+    saved = _save_partitions(args.save_partition, partitions, meta["n"]) if args.save_partition else []
+    if args.json:
+        print(json.dumps({**meta, "plans": rows, "saved_partitions": saved}), flush=True)
+    else:
+        print(_table(meta, rows))
+        for path in saved:
+            print(f"partition written to {path}")
+    return 0

@@ -1,0 +1,172 @@
+"""``mpiexec -n P python -m spgnn spmm``: one distributed SpMM on a real or generated graph.
+
+Rank 0 loads the graph (any format :func:`spgnn.io.load_graph` reads, or a
+generator spec such as ``rmat:16:16``), symmetrises it, drops self-loops,
+partitions and permutes it, and scatters A and a random X in the layouts the
+algorithm needs.  One untimed multiply builds any exchange plan; then
+``--repeat`` timed multiplies (slowest rank, median).  The bytes are those of
+one multiply once plans exist (the ``setup_*`` fields count the plan).
+With ``--check``, rank 0 compares the result with scipy.
+"""
+
+import json
+
+import numpy as np
+
+ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
+
+
+def add_parser(sub):
+    p = sub.add_parser("spmm", help="run one distributed SpMM and report time and bytes")
+    p.add_argument("--graph", required=True, help="graph file or generator spec (rmat:16:16)")
+    p.add_argument("--feat", type=int, default=64, help="columns of X (default 64)")
+    p.add_argument("--algo", default="1d-aware", choices=ALGORITHMS)
+    p.add_argument("--partition", default="none", help="none | random | metis | balanced")
+    p.add_argument("--partition-file", help="part id per vertex (from plan --save-partition)")
+    p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms (default 2)")
+    p.add_argument("--grid", help="XxYxZ for 3d (default: the grid Plexus's model prefers for "
+                                  "a 2-layer GCN of width --feat)")
+    p.add_argument("--backend", default=None, help="numpy | numba (default numba)")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--check", action="store_true", help="compare with scipy on rank 0")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(command="spmm")
+    return p
+
+
+def parse_grid(text, p):
+    try:
+        grid = tuple(int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise SystemExit(f"spmm: --grid must look like 2x2x2, but got {text!r}") from None
+    if len(grid) != 3 or int(np.prod(grid)) != p:
+        raise SystemExit(f"spmm: --grid needs three factors whose product is the {p} ranks, "
+                         f"but got {text!r}")
+    return grid
+
+
+def _prepare_root(args, blocks):
+    """Rank 0: graph, partition order, X and the reference product."""
+    import scipy.sparse as sp
+
+    from ._graph import load_adjacency, order_from_parts, partition_order, permute, read_partition_file
+
+    adj, name = load_adjacency(args.graph)
+    n = adj.shape[0]
+    if args.partition_file:
+        perm, offsets = order_from_parts(read_partition_file(args.partition_file, n), blocks)
+    else:
+        perm, offsets, _ = partition_order(adj, args.partition, blocks, seed=args.seed)
+    a = permute(adj, perm)
+    x = np.random.default_rng(args.seed).standard_normal((n, args.feat)).astype(np.float32)
+    reference = (sp.csr_array(a, dtype=np.float64) @ x.astype(np.float64)) if args.check else None
+    return a, x, reference, {"n": n, "nnz": int(a.nnz), "name": name, "offsets": offsets.tolist()}
+
+
+def _distribute(comm, args, a, x, meta, grid3d):
+    """A and X in the layouts of ``args.algo``, scattered from rank 0. Collective."""
+    from spgnn import DistDenseMatrix, DistSparseMatrix, Layout, ProcessGrid
+    from spgnn.core.spmm_15d import layouts_15d
+    from spgnn.core.spmm_3d import layouts_3d
+
+    p, n, f = comm.size, meta["n"], args.feat
+    offsets = meta["offsets"]
+    if args.algo in ("15d", "15d-aware"):
+        c = args.replication
+        grid = ProcessGrid(comm, (p // c, c), ("row", "layer"))
+        la, lx = layouts_15d(grid, n, row_splits=offsets)
+    elif args.algo == "3d":
+        grid = ProcessGrid(comm, grid3d, ("x", "y", "z"))
+        lay = layouts_3d(grid, ("x", "y", "z"), n, f, shard_input=True)
+        la, lx = lay["A"], lay["X"]
+    else:
+        grid = ProcessGrid(comm, (p,), ("row",))
+        la = lx = Layout("row", row_splits=offsets)
+    A = DistSparseMatrix.from_global(a, grid, la, backend=args.backend, root=0)
+    X = DistDenseMatrix.from_global(x, grid, lx, backend=args.backend, root=0)
+    return A, X
+
+
+def _sum_max(comm, value):
+    both = comm.allgather_obj(int(value), label="spmm:report")
+    return int(sum(both)), int(max(both))
+
+
+def measure(comm, args):
+    """Run ``args.algo`` as the command does and return its result dict (on every rank).
+
+    Collective over ``comm``.  ``check_passed`` is agreed by every rank.
+    """
+    from spgnn import spmm
+    from spgnn.bench import time_collective
+
+    p = comm.size
+    # Checks every rank can make: before any communication.
+    if args.algo in ("15d", "15d-aware") and (args.replication < 1 or p % args.replication):
+        raise SystemExit(f"spmm: --replication must divide the {p} ranks, "
+                         f"but got {args.replication}")
+    if args.feat < 0 or args.repeat < 1:
+        raise SystemExit("spmm: --feat must be >= 0 and --repeat >= 1")
+    blocks = p // args.replication if args.algo in ("15d", "15d-aware") else p
+    a = x = reference = meta = None
+    err = None
+    if comm.rank == 0:
+        try:
+            a, x, reference, meta = _prepare_root(args, blocks)
+        except (OSError, ValueError, ImportError) as exc:
+            err = exc
+    comm.agree(err)   # a bad file or partitioner raises on every rank, not only rank 0
+    meta = comm.bcast_obj(meta, root=0, label="spmm:meta")
+    grid3d = None
+    if args.algo == "3d":
+        from spgnn.planner import best_grid_3d
+
+        grid3d = (parse_grid(args.grid, p) if args.grid else
+                  best_grid_3d(meta["n"], p, [args.feat] * 3))
+    A, X = _distribute(comm, args, a, x, meta, grid3d)
+    with comm.track("setup") as setup:
+        y = spmm(A, X, algorithm=args.algo)
+    seconds, fastest = time_collective(comm, lambda: spmm(A, X, algorithm=args.algo),
+                                       repeat=args.repeat, warmup=0)
+    with comm.track("spmm") as once:
+        spmm(A, X, algorithm=args.algo)
+    sent_total, sent_max = _sum_max(comm, once.total("bytes_sent"))
+    msgs_total, msgs_max = _sum_max(comm, once.total("messages"))
+    setup_total, _ = _sum_max(comm, setup.total("bytes_sent") - once.total("bytes_sent"))
+    result = {"algorithm": args.algo, "ranks": p, "graph": meta["name"], "n": meta["n"],
+              "nnz": meta["nnz"], "feat": args.feat, "partition": args.partition_file or args.partition,
+              "backend": A.backend.name, "bytes_total": sent_total, "bytes_max_rank": sent_max,
+              "messages_total": msgs_total, "messages_max_rank": msgs_max,
+              "setup_bytes_total": setup_total, "seconds": seconds, "seconds_min": fastest}
+    if args.algo in ("15d", "15d-aware"):
+        result["replication"] = args.replication
+    if grid3d:
+        result["grid"] = "x".join(map(str, grid3d))
+    if args.check:
+        full = y.to_global(root=0)
+        err_abs = 0.0
+        if comm.rank == 0:
+            err_abs = float(np.abs(full - reference).max(initial=0.0))
+            tol = 1e-4 * max(1.0, float(np.abs(reference).max(initial=0.0)))
+            ok = err_abs <= tol
+        else:
+            ok = True
+        ok = bool(comm.allreduce(np.array([ok], dtype=np.int64), op="min", label="spmm:report")[0])
+        result.update(max_abs_err=comm.bcast_obj(err_abs, root=0, label="spmm:report"),
+                      check_passed=ok)
+    return result
+
+
+def run(args):
+    from spgnn import Communicator
+
+    comm = Communicator.world()
+    result = measure(comm, args)
+    if comm.rank == 0:
+        if args.json:
+            print(json.dumps(result), flush=True)
+        else:
+            for key, val in result.items():
+                print(f"{key:<18} {val}")
+    return 0 if result.get("check_passed", True) else 1
