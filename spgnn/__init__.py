@@ -20,8 +20,13 @@ from .core.local import LocalCSR
 from .core.dist_dense import DistDenseMatrix
 from .core.dist_sparse import DistSparseMatrix
 from .core.spmm import spmm
+from .core.spmm_15d import layouts_15d
+from .core.spmm_3d import layouts_3d, roles_for_layer, rotate
+from .core.dense_ops import matmul
 from .core import local_ops
 from .generators import rmat, sbm
+from .io import Graph, GraphFormatError, load_graph
+from .planner import plan_spmm
 
 __all__ = [
     "__version__",
@@ -39,7 +44,8 @@ __all__ = [
     "plus_times", "min_plus", "max_plus", "max_times", "min_times", "plus_pair", "plus_second",
     "max_second", "min_second", "mean",
     # matrices and operators
-    "LocalCSR", "DistDenseMatrix", "DistSparseMatrix", "spmm", "local_ops",
-    # generators
-    "rmat", "sbm",
+    "LocalCSR", "DistDenseMatrix", "DistSparseMatrix", "spmm", "matmul", "local_ops",
+    "layouts_15d", "layouts_3d", "roles_for_layer", "rotate", "plan_spmm",
+    # graphs
+    "Graph", "GraphFormatError", "load_graph", "rmat", "sbm",
 ]

@@ -239,6 +239,23 @@ class DistSparseMatrix:
     def T(self):
         return self.transpose()
 
+    def transposed(self) -> "DistSparseMatrix":
+        """``Aᵀ`` placed in *this* matrix's layout (A square), built once and cached.
+
+        Collective the first time (one :meth:`redistribute`); later calls are
+        local.  Backward passes multiply by ``Aᵀ`` in the forward layout, and
+        the transposed matrix caches its own exchange plans, so each plan is
+        built once per matrix and once for its transpose.
+        """
+        got = self._cache.get("transposed")
+        if got is None:
+            if self.shape[0] != self.shape[1]:
+                raise DimensionMismatch(f"transposed: A must be square to keep its layout, "
+                                        f"but got shape {self.shape}")
+            got = self.transpose().redistribute(self.layout)
+            self._cache["transposed"] = got
+        return got
+
     def __matmul__(self, other):
         from .spmm import spmm
 

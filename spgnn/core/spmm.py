@@ -228,7 +228,7 @@ SPMM_ALGORITHMS = {"local": _spmm_local, "1d": _spmm_1d, "1d-aware": _spmm_1d_aw
                    "15d": spmm_15d, "15d-aware": spmm_15d_aware, "3d": spmm_3d}
 
 
-def spmm(A, X, semiring=plus_times, *, algorithm=None):
+def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False):
     """``Y = A (+).(x) X`` for a distributed sparse A and dense X.
 
     Collective over the grid of A and X.
@@ -240,6 +240,9 @@ def spmm(A, X, semiring=plus_times, *, algorithm=None):
     semiring : Semiring or name
     algorithm : str, optional
         One of :data:`SPMM_ALGORITHMS`; chosen from the layouts when omitted.
+    transpose_a : bool
+        Multiply by ``Aᵀ`` instead (A square): uses :meth:`DistSparseMatrix.transposed`,
+        built once and cached with its own exchange plans (the backward pass).
 
     Returns
     -------
@@ -251,6 +254,12 @@ def spmm(A, X, semiring=plus_times, *, algorithm=None):
     DimensionMismatch, GridMismatch, BackendMismatch, LayoutMismatch, TypeError
         On every rank, before any communication.
     """
+    if transpose_a and isinstance(A, DistSparseMatrix):
+        if A.shape[0] != A.shape[1]:
+            raise DimensionMismatch(f"spmm(transpose_a=True): A must be square, but got "
+                                    f"A.shape={A.shape}")
+        semiring = _check_operands(A, X, semiring)
+        A = A.transposed()
     semiring = _check_operands(A, X, semiring)
     if algorithm is None:
         algorithm = _select(A, X)
