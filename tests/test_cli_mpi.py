@@ -23,7 +23,7 @@ pytestmark = [
 
 GRAPH = "rmat:9:8:3"
 FEAT = 8
-PARTITION = os.environ.get("SPGNN_TEST_PARTITION", "none")
+PARTITION = os.environ.get("SPGNN_TEST_PARTITION", "metis")
 
 
 @pytest.fixture(scope="module")
