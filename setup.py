@@ -11,7 +11,8 @@ setup(
     python_requires=">=3.10",
     # Listed explicitly: kernels/ is installed as spgnn._kernels.
     packages=[
-        "spgnn", "spgnn.backends", "spgnn.cli", "spgnn.comm", "spgnn.core", "spgnn.testing",
+        "spgnn", "spgnn.backends", "spgnn.cli", "spgnn.comm", "spgnn.core", "spgnn.gnn",
+        "spgnn.sampling", "spgnn.testing",
         "spgnn._kernels", "spgnn._kernels.numba",
     ],
     package_dir={"spgnn._kernels": "kernels"},

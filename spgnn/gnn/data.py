@@ -1,0 +1,366 @@
+"""``DistGraph``: a graph prepared for GCN training and distributed for one algorithm.
+
+:meth:`DistGraph.from_graph` is collective.  It
+
+1. normalises the adjacency as Kipf & Welling do: symmetrise, drop stored
+   self-loops, add ``I``, ``Â = D^-1/2 (A + I) D^-1/2`` with the global
+   degrees (before any split, report 000 §9.13);
+2. row-normalises the features (``normalize_features=True``; zero rows stay
+   zero);
+3. optionally renumbers the vertices by a partition (``"random"``,
+   ``"metis"``, ``"balanced"`` through
+   :func:`spgnn.cli._graph.partition_order`; ``"none"`` imports nothing)
+   and applies the permutation to Â's rows and columns, the features, the
+   labels and the masks, remembering the original ids (dropout masks and
+   :meth:`to_original` use them);
+4. places Â, its transpose (Â itself: Â is symmetric after step 1), the
+   features and the per-node data (labels, masks, original ids) in the
+   layouts of the algorithm:
+
+   ========== =============== ============================== =================================
+   algorithm  grid            Â                              features / node data
+   ========== =============== ============================== =================================
+   1d, 1d-aw  ``("row",)``    ``Layout("row", splits)``      ``Layout("row", splits)``
+   15d(-aw)   ``(k, c)``      ``Layout("row", "layer")``     ``Layout("row")``, replicated c×
+   3d         ``(x, y, z)``   ``Layout(d, o)`` per layer,    ``Layout(x, y)`` (layer-0 roles),
+                              made on first use from a        or ``Layout((x, z), y)`` sharded
+                              row-split base copy             over depth (``shard_input``)
+   ========== =============== ============================== =================================
+
+   ``splits`` are the partition's block offsets (P parts for 1d, ``k = P/c``
+   for 1.5D).  In 3D the permutation is applied but blocks are even (the
+   rows of a 3D layer are split over a different axis in each layer).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..core.dist_dense import DistDenseMatrix
+from ..core.dist_sparse import DistSparseMatrix
+from ..core.spmm_15d import layouts_15d
+from ..core.spmm_3d import nested_splits, roles_for_layer
+from ..errors import GridError
+from ..grid import ProcessGrid, grid_1d, grid_15d, make_grid
+from ..layout import Layout, block_offsets
+from .ops import GraphContext
+
+__all__ = ["DistGraph", "ALGORITHMS", "PARTITIONS", "normalized_adjacency", "default_grid_3d"]
+
+#: Algorithms a GCN trains on.
+ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
+PARTITIONS = ("none", "random", "metis", "balanced")
+_NODE_COLS = ("label", "train", "val", "test", "orig")
+
+
+def normalized_adjacency(adj, dtype=np.float32):
+    """``D^-1/2 (A' + I) D^-1/2`` with ``A'`` = symmetrised ``adj`` without self-loops. Pure.
+
+    Computed in float64, returned as a ``csr_array`` of ``dtype`` with sorted
+    indices.
+    """
+    a = sp.csr_array(adj, dtype=np.float64)
+    a = sp.csr_array(a.maximum(a.T)).tocoo()
+    keep = a.row != a.col
+    n = a.shape[0]
+    a = sp.csr_array((a.data[keep], (a.row[keep], a.col[keep])), shape=(n, n))
+    a = a + sp.eye_array(n, dtype=np.float64, format="csr")
+    deg = np.asarray(a.sum(axis=1)).ravel()
+    dinv = np.where(deg > 0, 1.0 / np.sqrt(np.where(deg > 0, deg, 1.0)), 0.0)
+    d = sp.diags_array(dinv)
+    out = sp.csr_array(d @ a @ d, dtype=dtype)
+    out.sum_duplicates()
+    out.sort_indices()
+    return out
+
+
+def default_grid_3d(p):
+    """The most cubic ``(x, y, z)`` with ``x*y*z == p`` (ties: larger x, then y). Pure."""
+    best = None
+    for x in range(1, p + 1):
+        if p % x:
+            continue
+        for y in range(1, p // x + 1):
+            if (p // x) % y:
+                continue
+            z = p // (x * y)
+            key = (max(x, y, z) - min(x, y, z), -x, -y)
+            if best is None or key < best[0]:
+                best = (key, (x, y, z))
+    return best[1]
+
+
+def _prepare(graph, normalize_features, dtype):
+    """Â, dense features, node table (n x 5 int64) and the symmetric pattern for partitioning."""
+    if graph.features is None or graph.labels is None:
+        raise ValueError(f"DistGraph.from_graph: graph {graph.name!r} needs features and labels "
+                         f"(features={'set' if graph.features is not None else None}, "
+                         f"labels={'set' if graph.labels is not None else None})")
+    n = graph.num_nodes
+    adj_hat = normalized_adjacency(graph.adj, dtype)
+    x = graph.features
+    x = x.toarray() if sp.issparse(x) else np.asarray(x)
+    x = x.astype(np.float64)
+    if normalize_features:
+        s = x.sum(axis=1, keepdims=True)
+        x = np.where(s != 0, x / np.where(s != 0, s, 1.0), 0.0)
+    nodes = np.zeros((n, len(_NODE_COLS)), dtype=np.int64)
+    nodes[:, 0] = graph.labels
+    for k, m in enumerate((graph.train_mask, graph.val_mask, graph.test_mask)):
+        if m is not None:
+            nodes[:, 1 + k] = m
+    nodes[:, 4] = np.arange(n)
+    return adj_hat, x.astype(dtype), nodes
+
+
+class DistGraph:
+    """Â, features and node data of one graph, placed for one algorithm on one grid.
+
+    Build with :meth:`from_graph`.  Attributes (local): ``comm``, ``grid``,
+    ``algorithm``, ``dtype``, ``num_nodes``, ``num_features``,
+    ``num_classes``, ``counts`` (global ``{"train", "val", "test"}`` node
+    counts), ``features`` (:class:`DistDenseMatrix` in the first layer's
+    input layout), ``A`` / ``AT`` (1d/15d: Â and Âᵀ; 3d: ``None``, use
+    :meth:`adjacency`), ``offsets`` (row block boundaries), ``stats`` (the
+    partitioner's statistics on rank 0, else ``None``).
+    """
+
+    def __init__(self):
+        raise TypeError("DistGraph: use DistGraph.from_graph(graph, comm, algorithm=...)")
+
+    # ---------------------------------------------------------------- building
+    @classmethod
+    def from_graph(cls, graph, comm, *, algorithm="1d-aware", partition="none", replication=2,
+                   grid=None, backend=None, seed=0, dtype=np.float32, normalize_features=True,
+                   shard_input=False, shard_weights=True):
+        """Normalise, (optionally) partition and distribute ``graph``.
+
+        Collective over ``comm``.
+
+        Parameters
+        ----------
+        graph : spgnn.io.Graph or None
+            With features, labels and (optionally) masks.  Either rank 0 alone
+            holds it (others pass ``None``; data are scattered from rank 0) or
+            every rank passes the same graph (each slices its blocks).
+        comm : Communicator
+        algorithm : {"1d", "1d-aware", "15d", "15d-aware", "3d"}
+        partition : {"none", "random", "metis", "balanced"}
+            Vertex renumbering computed on rank 0 (``seed``); ``"none"`` keeps
+            the input order with even blocks.
+        replication : int
+            ``c`` of the 1.5D grid (must divide ``comm.size``).
+        grid : ProcessGrid or tuple of int, optional
+            1.5D: a ``("row", "layer")`` grid or ``(k, c)``; 3d: a 3-axis grid
+            or ``(x, y, z)`` (default :func:`default_grid_3d`); 1d: a 1-axis grid.
+        backend : str, optional
+            Local kernel backend of the sparse matrices.
+        dtype : numpy dtype
+            float32 (default) or float64 for Â, features and parameters.
+        normalize_features : bool
+            Row-normalise the features (Kipf & Welling's preprocessing).
+        shard_input, shard_weights : bool
+            3d only: row-shard the first layer's input features over the
+            depth axis (all-gathered in forward, Plexus §2.3) and the weights
+            over each layer's depth axis (all-gathered in forward and
+            backward, gradients reduce-scattered).  A weight block whose rows
+            do not divide evenly over depth stays replicated over depth and
+            its gradient is all-reduced.
+
+        Raises
+        ------
+        ValueError, GridError
+            On every rank, before distributing anything.
+        """
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"DistGraph.from_graph: unknown algorithm {algorithm!r}; expected "
+                             f"one of {ALGORITHMS}")
+        if partition not in PARTITIONS:
+            raise ValueError(f"DistGraph.from_graph: unknown partition {partition!r}; expected "
+                             f"one of {PARTITIONS}")
+        dtype = np.dtype(dtype)
+        if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise ValueError(f"DistGraph.from_graph: dtype must be float32 or float64, but got "
+                             f"{dtype}")
+        have = comm.allgather_obj(graph is not None, label="gnn-setup:meta")
+        if not have[0]:
+            raise ValueError("DistGraph.from_graph: rank 0 must hold the graph (others may "
+                             "pass None)")
+        everyone = all(have)
+        root = None if everyone else 0
+        grid = cls._grid(comm, algorithm, replication, grid)
+        if algorithm in ("15d", "15d-aware"):
+            nparts = grid.axis_size("row")
+        else:
+            nparts = grid.size
+        self = object.__new__(cls)
+        self.comm, self.grid, self.algorithm, self.dtype = comm, grid, algorithm, dtype
+        self.backend = backend
+        self.shard_input, self.shard_weights = bool(shard_input), bool(shard_weights)
+        self.partition, self.stats = partition, None
+        # --- prepare on the holders; rank 0 decides the permutation
+        meta, err = None, None
+        adj_hat = x = nodes = None
+        if graph is not None and (everyone or comm.rank == 0):
+            try:
+                adj_hat, x, nodes = _prepare(graph, normalize_features, dtype)
+            except (ValueError, TypeError) as exc:
+                err = exc
+        comm.agree(err)
+        perm = None
+        if comm.rank == 0:
+            n = adj_hat.shape[0]
+            if partition != "none":
+                from ..cli._graph import partition_order
+
+                coo = adj_hat.tocoo()
+                off = coo.row != coo.col        # fresh arrays: Â itself is not touched
+                pattern = sp.csr_array((np.ones(int(off.sum()), dtype=np.float32),
+                                        (coo.row[off], coo.col[off])), shape=adj_hat.shape)
+                perm, offsets, self.stats = partition_order(pattern, partition, nparts, seed)
+            else:
+                offsets = np.asarray(block_offsets(n, nparts), dtype=np.int64)
+            labels = nodes[:, 0]
+            meta = dict(n=n, f=x.shape[1], c=int(max(labels.max(initial=-1), -1)) + 1,
+                        offsets=tuple(int(v) for v in offsets),
+                        counts={k: int(nodes[:, 1 + j].sum())
+                                for j, k in enumerate(("train", "val", "test"))})
+        meta = comm.bcast_obj(meta, root=0, label="gnn-setup:meta")
+        if everyone and partition != "none":
+            perm = comm.bcast_obj(perm, root=0, label="gnn-setup:perm")
+        if perm is not None and adj_hat is not None:
+            perm = np.asarray(perm, dtype=np.int64)
+            adj_hat = sp.csr_array(adj_hat[perm][:, perm])
+            adj_hat.sort_indices()
+            x, nodes = x[perm], nodes[perm]
+        n = meta["n"]
+        self.num_nodes, self.num_features, self.num_classes = n, meta["f"], meta["c"]
+        self.counts = meta["counts"]
+        # --- layouts
+        if algorithm == "3d":
+            self.offsets = block_offsets(n, nparts)
+            base = Layout(tuple(grid.axis_names))
+            o, i, d = roles_for_layer(0, grid.axis_names)
+            if shard_input:
+                xl = Layout((o, d), i, row_splits=nested_splits(block_offsets(n, grid.axis_size(o)),
+                                                                grid.axis_size(d)))
+            else:
+                xl = Layout(o, i)
+            node_layout, a_layout = base, base
+        else:
+            self.offsets = tuple(meta["offsets"])
+            if algorithm in ("15d", "15d-aware"):
+                a_layout, xl = layouts_15d(grid, n, row_splits=self.offsets)
+            else:
+                a_layout = xl = Layout("row", row_splits=self.offsets)
+            node_layout = xl
+        src = (lambda v: v) if everyone else (lambda v: v if comm.rank == 0 else None)
+        A = DistSparseMatrix.from_global(src(adj_hat), grid, a_layout, backend=backend, root=root)
+        self.features = DistDenseMatrix.from_global(src(x), grid, xl, backend=backend, root=root)
+        self._nodes = DistDenseMatrix.from_global(src(nodes), grid, node_layout, root=root)
+        self._node_cache, self._adj_cache, self._perm = {}, {}, None
+        if algorithm == "3d":
+            self.A = self.AT = None
+            self._A_base = A
+        else:
+            self.A = A
+            self.AT = A            # Â is symmetric: one matrix (and one exchange plan) for both
+            self._A_base = A
+        return self
+
+    @staticmethod
+    def _grid(comm, algorithm, replication, grid):
+        if isinstance(grid, ProcessGrid):
+            want = {"1d": 1, "1d-aware": 1, "15d": 2, "15d-aware": 2, "3d": 3}[algorithm]
+            if grid.ndim != want or (want == 2 and grid.axis_names != ("row", "layer")):
+                raise GridError(f"DistGraph.from_graph: algorithm {algorithm!r} needs a "
+                                f"{want}-axis grid{' with axes (row, layer)' if want == 2 else ''}"
+                                f", but got {grid!r}")
+            if grid.world is not comm and grid.world.size != comm.size:
+                raise GridError(f"DistGraph.from_graph: grid has {grid.size} ranks, comm "
+                                f"{comm.size}")
+            return grid
+        if algorithm == "3d":
+            shape = default_grid_3d(comm.size) if grid is None else tuple(int(g) for g in grid)
+            if len(shape) != 3:
+                raise GridError(f"DistGraph.from_graph: a 3d grid shape needs three ints, but got "
+                                f"{grid!r}")
+            return make_grid(shape, ("x", "y", "z"), comm)
+        if algorithm in ("15d", "15d-aware"):
+            c = int(replication) if grid is None else int(tuple(grid)[1])
+            if c <= 0 or comm.size % c:
+                raise GridError(f"DistGraph.from_graph: replication c={c} must divide "
+                                f"comm.size={comm.size}")
+            return grid_15d(c, comm)
+        if grid is not None and tuple(grid) != (comm.size,):
+            raise GridError(f"DistGraph.from_graph: a 1d grid is ({comm.size},), but got {grid!r}")
+        return grid_1d(comm)
+
+    # ------------------------------------------------------------ matrices by layout
+    def adjacency(self, rows, cols):
+        """Â placed as ``Layout(rows, cols)`` (3d shards). Collective the first time (cached).
+
+        Made by redistributing the base copy; every rank must ask for the
+        same shards in the same order (they do: the forward pass is SPMD).
+        """
+        key = ("A", rows, cols)
+        got = self._adj_cache.get(key)
+        if got is None:
+            got = self._A_base.redistribute(Layout(rows, cols))
+            self._adj_cache[key] = got
+        return got
+
+    def adjacency_T(self, rows, cols):
+        """Âᵀ placed as ``Layout(rows, cols)``: the local transpose of ``adjacency(cols, rows)``."""
+        key = ("AT", rows, cols)
+        got = self._adj_cache.get(key)
+        if got is None:
+            got = self.adjacency(cols, rows).transpose()
+            self._adj_cache[key] = got
+        return got
+
+    def node_block(self, layout):
+        """Node data for the row block of ``layout``: ``{"label", "train", "val", "test", "orig"}``.
+
+        Local arrays (masks bool) for my rows under ``layout``'s row axes and
+        row splits.  Collective the first time per row placement (cached).
+        """
+        key = (layout.rows, layout.row_splits)
+        got = self._node_cache.get(key)
+        if got is None:
+            lay = Layout(layout.rows, row_splits=layout.row_splits)
+            loc = self._nodes.redistribute(lay).local
+            got = {name: (loc[:, k].astype(bool) if name in ("train", "val", "test")
+                          else np.ascontiguousarray(loc[:, k]))
+                   for k, name in enumerate(_NODE_COLS)}
+            self._node_cache[key] = got
+        return got
+
+    def node_ids(self, layout):
+        """Original (input-graph) ids of my rows under ``layout``. Collective the first time."""
+        return self.node_block(layout)["orig"]
+
+    def permutation(self):
+        """``perm`` with new vertex ``i`` = original vertex ``perm[i]``, on every rank.
+
+        Collective the first time (cached).
+        """
+        if self._perm is None:
+            self._perm = self._nodes.to_global()[:, 4].copy()
+        return self._perm
+
+    def to_original(self, values):
+        """Rows in the distributed (permuted) order put back in the input order. Collective once."""
+        values = np.asarray(values)
+        perm = self.permutation()
+        out = np.empty_like(values)
+        out[perm] = values
+        return out
+
+    def context(self, *, training=True, epoch=0, seed=0):
+        """A :class:`~spgnn.gnn.ops.GraphContext` for one pass. Local."""
+        return GraphContext(self, training=training, epoch=epoch, seed=seed)
+
+    def __repr__(self):
+        return (f"DistGraph(n={self.num_nodes}, features={self.num_features}, "
+                f"classes={self.num_classes}, algorithm={self.algorithm!r}, grid={self.grid!r}, "
+                f"dtype={self.dtype})")

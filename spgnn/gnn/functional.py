@@ -1,0 +1,178 @@
+"""Elementwise functions, counter-based dropout masks, and the distributed masked loss.
+
+Everything here works on local numpy blocks.  The only communication is in
+:func:`softmax_cross_entropy` and :func:`masked_scores`, which take the
+communicators spanning the node (row) axes and the class (column) axes of
+the logits' layout; :class:`~spgnn.gnn.ops.GraphContext` picks them from the
+layout, so layers never do.
+
+Dropout masks are a pure function of ``(seed, epoch, layer key, GLOBAL
+node id, GLOBAL column)``: the node id is the vertex's id in the *input*
+graph (before any partition permutation), so a mask does not depend on the
+number of ranks, the algorithm, the partition or the layout.
+"""
+
+import numpy as np
+
+__all__ = ["relu", "relu_backward", "dropout_mask", "hash_uniform", "softmax_cross_entropy",
+           "masked_scores"]
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def relu(x):
+    """``max(x, 0)`` and the boolean mask ``x > 0`` (kept for the backward). Pure."""
+    mask = x > 0
+    return np.where(mask, x, 0).astype(x.dtype, copy=False), mask
+
+
+def relu_backward(dy, mask):
+    """Gradient of ReLU: ``dy * (x > 0)``. Pure."""
+    return np.where(mask, dy, 0).astype(dy.dtype, copy=False)
+
+
+def _mix(z):
+    """splitmix64's finaliser on uint64 arrays (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        z = z + _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * _M1
+        z = (z ^ (z >> np.uint64(27))) * _M2
+        return z ^ (z >> np.uint64(31))
+
+
+def hash_uniform(keys, rows, cols, ncols):
+    """Uniform [0, 1) numbers, one per ``(row, col)``, from integer ``keys``. Pure.
+
+    ``keys`` is a tuple of non-negative ints (e.g. seed, epoch, layer);
+    ``rows`` (global node ids, 1-D) and ``cols`` (global column ids, 1-D)
+    span the block; ``ncols`` is the global column count.  The value at
+    ``(r, c)`` depends only on ``keys``, ``r``, ``c`` and ``ncols``.
+    """
+    base = np.zeros(1, dtype=np.uint64)
+    for k in keys:
+        base = _mix(base ^ np.uint64(int(k) & 0xFFFFFFFFFFFFFFFF))
+    rows = np.asarray(rows, dtype=np.uint64)
+    cols = np.asarray(cols, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        counter = rows[:, None] * np.uint64(int(ncols)) + cols[None, :]
+    h = _mix(counter ^ base[0])
+    return (h >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
+def dropout_mask(p, keys, rows, cols, ncols, dtype=np.float32):
+    """Inverted-dropout scale mask: ``1/(1-p)`` where kept, 0 where dropped. Pure.
+
+    An entry is kept when its :func:`hash_uniform` number is ``>= p``.
+    """
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout_mask: p must lie in [0, 1), but got {p}")
+    u = hash_uniform(keys, rows, cols, ncols)
+    return np.where(u >= p, 1.0 / (1.0 - p), 0.0).astype(dtype)
+
+
+def _softmax_parts(z, labels, col_start, class_comm):
+    """Row max, exp, sum-exp, picked logit and global argmax over a class-split block."""
+    n, c = z.shape
+    m = z.max(axis=1) if c else np.full(n, -np.inf, dtype=z.dtype)
+    if class_comm is not None and class_comm.size > 1:
+        m = class_comm.allreduce(m, op="max", label="gnn-loss:max")
+    m_safe = np.where(np.isfinite(m), m, 0).astype(z.dtype)
+    e = np.exp(z - m_safe[:, None])
+    local = labels - col_start
+    mine = (local >= 0) & (local < c)
+    picked = np.zeros(n, dtype=z.dtype)
+    rows = np.flatnonzero(mine)
+    picked[rows] = z[rows, local[rows]]
+    both = np.stack([e.sum(axis=1), picked])
+    if class_comm is not None and class_comm.size > 1:
+        both = class_comm.allreduce(both, label="gnn-loss:sumexp")
+    s, picked = both[0], both[1]
+    # argmax over the global class axis, smallest index on ties
+    big = np.iinfo(np.int64).max
+    if c:
+        hit = z == m[:, None]
+        first = np.where(hit.any(axis=1), hit.argmax(axis=1) + col_start, big).astype(np.int64)
+    else:
+        first = np.full(n, big, dtype=np.int64)
+    if class_comm is not None and class_comm.size > 1:
+        first = class_comm.allreduce(first, op="min", label="gnn-loss:argmax")
+    return m_safe, e, s, picked, first
+
+
+def softmax_cross_entropy(logits, labels, mask, *, row_comm=None, class_comm=None, col_start=0):
+    """Mean softmax cross-entropy over the masked rows of all ranks, its gradient, and accuracy.
+
+    Collective: over ``class_comm`` (three small all-reduces when the
+    classes are split over ranks) and over ``row_comm`` (one all-reduce of
+    three numbers: loss sum, masked-node count, correct count).  The
+    normaliser is the GLOBAL number of masked nodes, so unequal blocks are
+    weighted correctly (report 000 §9.16).  ``row_comm`` must span one
+    replica of every node row (the layout's row axes) and ``class_comm``
+    the class axes; replicas are never reduced.
+
+    Parameters
+    ----------
+    logits : ndarray (n_local, c_local)
+        This rank's block; its columns are classes ``[col_start, col_start + c_local)``.
+    labels : ndarray of int (n_local,)
+        Global class ids (-1: unlabelled, never counted).
+    mask : ndarray of bool (n_local,)
+
+    Returns
+    -------
+    loss : float
+    grad : ndarray like ``logits``
+        ``(softmax - onehot) * mask / count`` (complete on every replica).
+    accuracy : float
+        Fraction of masked nodes whose argmax equals the label (0 when none).
+    """
+    z = np.asarray(logits)
+    labels = np.asarray(labels, dtype=np.int64)
+    mask = np.asarray(mask, dtype=bool) & (labels >= 0)
+    m, e, s, picked, pred = _softmax_parts(z, labels, col_start, class_comm)
+    loss_rows = np.log(s) + m - picked
+    stats = np.array([loss_rows[mask].sum(dtype=np.float64), mask.sum(),
+                      (pred[mask] == labels[mask]).sum()], dtype=np.float64)
+    if row_comm is not None and row_comm.size > 1:
+        stats = row_comm.allreduce(stats, label="gnn-loss:total")
+    count = stats[1]
+    scale = 1.0 / count if count > 0 else 0.0
+    grad = e / s[:, None]
+    local = labels - col_start
+    rows = np.flatnonzero((local >= 0) & (local < z.shape[1]))
+    grad[rows, local[rows]] -= 1
+    grad *= (mask * scale).astype(z.dtype)[:, None]
+    loss = float(stats[0] * scale)
+    acc = float(stats[2] / count) if count > 0 else 0.0
+    return loss, grad.astype(z.dtype, copy=False), acc
+
+
+def masked_scores(logits, labels, masks, *, row_comm=None, class_comm=None, col_start=0):
+    """Loss and accuracy for several masks at once (evaluation).
+
+    Collective: as :func:`softmax_cross_entropy`, with one all-reduce over
+    ``row_comm`` for all masks together.
+
+    Returns
+    -------
+    dict ``{name: (loss, accuracy, count)}`` for each ``name`` in ``masks``.
+    """
+    z = np.asarray(logits)
+    labels = np.asarray(labels, dtype=np.int64)
+    m, e, s, picked, pred = _softmax_parts(z, labels, col_start, class_comm)
+    loss_rows = np.log(s) + m - picked
+    names = list(masks)
+    vals = []
+    for name in names:
+        mk = np.asarray(masks[name], dtype=bool) & (labels >= 0)
+        vals += [loss_rows[mk].sum(dtype=np.float64), mk.sum(), (pred[mk] == labels[mk]).sum()]
+    stats = np.array(vals, dtype=np.float64)
+    if row_comm is not None and row_comm.size > 1:
+        stats = row_comm.allreduce(stats, label="gnn-eval:total")
+    out = {}
+    for k, name in enumerate(names):
+        tot, cnt, cor = stats[3 * k:3 * k + 3]
+        out[name] = (float(tot / cnt) if cnt else 0.0, float(cor / cnt) if cnt else 0.0, int(cnt))
+    return out

@@ -1,0 +1,167 @@
+"""GNN layers: explicit forward and backward over a :class:`~spgnn.gnn.ops.GraphContext`.
+
+The layer contract
+------------------
+* ``forward(ctx, H) -> H'`` and ``backward(ctx, dH') -> dH`` take and return
+  :class:`~spgnn.core.dist_dense.DistDenseMatrix` objects.  ``forward``
+  stores what ``backward`` needs on ``self``; ``backward`` adds parameter
+  gradients into ``Parameter.grad`` (through ``ctx.weight_grad`` /
+  ``ctx.bias_grad``) and returns the gradient of its input, or ``None``
+  when ``ctx.need_input_grad`` is false (the first layer).
+* A layer touches data only through the context helpers (``propagate``,
+  ``propagate_transpose``, ``matmul``, ``matmul_transpose``,
+  ``weight_grad``, ``add_bias``, ``bias_grad``, ``dropout``) and through
+  elementwise numpy on ``H.local`` (``H.like(new_local)`` wraps the
+  result).  It never calls a communicator: the helpers choose the
+  collectives from the layouts, so one layer class runs on ``1d``,
+  ``1d-aware``, ``15d-aware`` and ``3d``.
+* ``parameters()`` lists its :class:`~spgnn.gnn.params.Parameter` objects.
+* Gradients coming in (``dH'``) and going out are *complete*: every replica
+  of a block holds the full value (the backward of a forward all-reduce is
+  the identity, Plexus §10.5).
+"""
+
+from . import functional as F
+from .params import Parameter, glorot, zeros_init
+
+__all__ = ["Layer", "GCNConv", "Linear", "ReLU", "Dropout"]
+
+
+class Layer:
+    """Base class.  Subclasses implement ``forward`` and ``backward``; see the module docstring."""
+
+    #: Set by containers: the layer's position, a key of its dropout masks.
+    key = 0
+
+    def parameters(self):
+        """The layer's parameters (default: none)."""
+        return []
+
+    def named_parameters(self, prefix=""):
+        return [(prefix + p.name, p) for p in self.parameters()]
+
+    def forward(self, ctx, H):
+        raise NotImplementedError
+
+    def backward(self, ctx, dH):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class GCNConv(Layer):
+    """Kipf & Welling's graph convolution ``Â·H·W (+ b)``.
+
+    The multiplication order follows the widths: ``Â(HW)`` when
+    ``out_dim < in_dim`` (the SpMM moves the narrower matrix: Cora's first
+    layer propagates 16 columns, not 1433), ``(ÂH)W`` otherwise (Plexus's
+    order); ``order="aggregate-first"`` or ``"transform-first"`` forces one.
+    In 3D the two orders use different Â shards and rotate the roles
+    differently; both are exact (``docs/gnn.md``).
+
+    Parameters
+    ----------
+    in_dim, out_dim : int
+    bias : bool
+    seed, index : int
+        Glorot initialisation from ``default_rng([seed, index])``.
+    order : {"auto", "aggregate-first", "transform-first"}
+    """
+
+    def __init__(self, in_dim, out_dim, *, bias=False, seed=0, index=0, order="auto"):
+        if order not in ("auto", "aggregate-first", "transform-first"):
+            raise ValueError(f"GCNConv: order must be 'auto', 'aggregate-first' or "
+                             f"'transform-first', but got {order!r}")
+        self.in_dim, self.out_dim = int(in_dim), int(out_dim)
+        self.weight = Parameter("weight", glorot((in_dim, out_dim), seed, index))
+        self.bias = Parameter("bias", zeros_init((1, out_dim))) if bias else None
+        if order == "auto":
+            order = "transform-first" if out_dim < in_dim else "aggregate-first"
+        self.order = order
+
+    def parameters(self):
+        return [self.weight] + ([self.bias] if self.bias is not None else [])
+
+    def forward(self, ctx, H):
+        if self.order == "aggregate-first":
+            self._h = ctx.propagate(H)                 # ÂH
+            Q = ctx.matmul(self._h, self.weight)       # (ÂH)W
+        else:
+            self._h = H
+            Q = ctx.propagate(ctx.matmul(H, self.weight))   # Â(HW)
+        return ctx.add_bias(Q, self.bias) if self.bias is not None else Q
+
+    def backward(self, ctx, dQ):
+        if self.bias is not None:
+            ctx.bias_grad(dQ, self.bias)
+        if self.order == "aggregate-first":
+            ctx.weight_grad(self._h, dQ, self.weight)          # (ÂH)ᵀ dQ
+            if not ctx.need_input_grad:
+                return None
+            return ctx.propagate_transpose(ctx.matmul_transpose(dQ, self.weight))
+        dZ = ctx.propagate_transpose(dQ)                         # Âᵀ dQ
+        ctx.weight_grad(self._h, dZ, self.weight)                # Hᵀ Âᵀ dQ
+        return ctx.matmul_transpose(dZ, self.weight) if ctx.need_input_grad else None
+
+    def __repr__(self):
+        return (f"GCNConv({self.in_dim}, {self.out_dim}, bias={self.bias is not None}, "
+                f"order={self.order!r})")
+
+
+class Linear(Layer):
+    """``H·W (+ b)``, no propagation.  In 3D it rotates the column axis like ``matmul`` does."""
+
+    def __init__(self, in_dim, out_dim, *, bias=True, seed=0, index=0):
+        self.in_dim, self.out_dim = int(in_dim), int(out_dim)
+        self.weight = Parameter("weight", glorot((in_dim, out_dim), seed, index))
+        self.bias = Parameter("bias", zeros_init((1, out_dim))) if bias else None
+
+    def parameters(self):
+        return [self.weight] + ([self.bias] if self.bias is not None else [])
+
+    def forward(self, ctx, H):
+        self._h = H
+        Q = ctx.matmul(H, self.weight)
+        return ctx.add_bias(Q, self.bias) if self.bias is not None else Q
+
+    def backward(self, ctx, dQ):
+        if self.bias is not None:
+            ctx.bias_grad(dQ, self.bias)
+        ctx.weight_grad(self._h, dQ, self.weight)
+        return ctx.matmul_transpose(dQ, self.weight) if ctx.need_input_grad else None
+
+    def __repr__(self):
+        return f"Linear({self.in_dim}, {self.out_dim}, bias={self.bias is not None})"
+
+
+class ReLU(Layer):
+    """Elementwise ``max(x, 0)``: local on every rank."""
+
+    def forward(self, ctx, H):
+        y, self._mask = F.relu(H.local)
+        return H.like(y)
+
+    def backward(self, ctx, dH):
+        return dH.like(F.relu_backward(dH.local, self._mask))
+
+
+class Dropout(Layer):
+    """Inverted dropout with counter-based masks (identical for any P, algorithm, layout)."""
+
+    def __init__(self, p=0.5):
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"Dropout: p must lie in [0, 1), but got {p}")
+        self.p = float(p)
+
+    def forward(self, ctx, H):
+        out, self._mask = ctx.dropout(H, self.p, self.key)
+        return out
+
+    def backward(self, ctx, dH):
+        if self._mask is None:
+            return dH
+        return dH.like(dH.local * self._mask)
+
+    def __repr__(self):
+        return f"Dropout(p={self.p})"

@@ -1,0 +1,132 @@
+"""GCN training checks shared by the loopback property tests and real mpiexec runs.
+
+``check_gcn_losses(comm, case)`` trains a GCN on ``comm.size`` ranks with
+dropout off and compares the loss after every epoch with the single-process
+numpy reference (:mod:`spgnn.testing.gnn_reference`), then checks that every
+replica of every parameter block is bit-identical and that the assembled
+weights equal the reference's.  Collective; raises AssertionError on every
+rank together.
+
+Run under MPI: ``mpiexec -n P python -m mpi4py tests/mpi/gnn_checks.py
+[--cora DIR]``: every algorithm that fits P on a small SBM graph, and a few
+Cora epochs when ``--cora`` names the Planetoid folder.
+"""
+
+import argparse
+import hashlib
+
+import numpy as np
+
+from spgnn.generators import sbm
+from spgnn.gnn import GCN, Adam, DistGraph, Trainer
+from spgnn.io import Graph
+from spgnn.testing.asserts import assert_dist_allclose, collective_assert
+from spgnn.testing.gnn_reference import train_reference
+
+
+def sbm_graph(n=48, f=7, c=3, seed=0):
+    adj, x, y = sbm(n, c, avg_degree=4, num_features=f, seed=seed)
+    return Graph(adj=adj, features=x, labels=y).random_split(0.5, 0.2, seed=seed)
+
+
+def cases_for(p):
+    """``(algorithm, grid)`` pairs that run on ``p`` ranks."""
+    out = [("1d", None), ("1d-aware", None)]
+    out += [("15d-aware", (p // c, c)) for c in (1, 2) if p % c == 0]
+    shapes = {1: [(1, 1, 1)], 2: [(2, 1, 1), (1, 1, 2)], 3: [(1, 3, 1)],
+              4: [(2, 2, 1), (1, 2, 2)], 8: [(2, 2, 2), (2, 1, 4)]}.get(p, [(p, 1, 1)])
+    out += [("3d", s) for s in shapes]
+    return out
+
+
+def replicas_identical(comm, model):
+    """Every rank holding the same block of a parameter holds the same bytes. Collective."""
+    mine = []
+    for name, p in model.named_parameters():
+        (r0, r1), (c0, c1) = p.layout.bounds(p.grid, p.shape)
+        mine.append((name, (r0, r1, c0, c1), hashlib.sha1(p.value.tobytes()).hexdigest()))
+    everyone = comm.allgather_obj(mine, label="test:replicas")
+    seen, ok = {}, True
+    for rank_items in everyone:
+        for name, box, digest in rank_items:
+            ok &= seen.setdefault((name, box), digest) == digest
+    collective_assert(comm, ok, "parameter replicas differ")
+
+
+def check_gcn_losses(comm, case, reference=None):
+    """Train ``case`` and compare per-epoch losses with the numpy reference. Collective."""
+    graph = case["graph"]
+    dims = [graph.num_features] + [case["hidden"]] * (case["layers"] - 1) + [graph.num_classes]
+    if reference is None:
+        reference = train_reference(graph.adj, graph.features, graph.labels, graph.train_mask,
+                                    dims, epochs=case["epochs"], lr=case["lr"],
+                                    weight_decay=5e-4, seed=case["seed"])
+    ref_losses, ref_ws = reference
+    kw = {}
+    if case["algo"] == "15d-aware" and case["grid"] is not None:
+        kw["replication"] = case["grid"][1]
+    elif case["algo"] == "3d":
+        kw["grid"] = case["grid"]
+        kw["shard_weights"] = case.get("shard_weights", True)
+        kw["shard_input"] = case.get("shard_input", False)
+    root_only = case.get("root_only", True)
+    dg = DistGraph.from_graph(graph if (comm.rank == 0 or not root_only) else None, comm,
+                              algorithm=case["algo"], dtype=case["dtype"], **kw)
+    model = GCN(dg.num_features, case["hidden"], dg.num_classes, layers=case["layers"],
+                dropout=0.0, seed=case["seed"], order=case.get("order", "auto"))
+    tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=case["lr"]))
+    losses = []
+    for _ in range(case["epochs"]):
+        losses.append(tr.train_epoch()["loss"])
+        replicas_identical(comm, model)
+    rtol = case.get("rtol", 1e-9 if case["dtype"] == np.float64 else 1e-4)
+    assert_dist_allclose(comm, np.array(losses), np.array(ref_losses), rtol=rtol, atol=rtol,
+                         what=f"losses {case['algo']} grid={case['grid']}")
+    for conv, w in zip(model.convs, ref_ws):
+        got = conv.weight.to_global()
+        assert_dist_allclose(comm, got, w, rtol=100 * rtol, atol=100 * rtol, what="weights")
+    return losses
+
+
+def main():
+    from spgnn import Communicator
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cora", default="", help="Planetoid folder (empty: skip Cora)")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--skip-sbm", action="store_true")
+    args = parser.parse_args()
+    comm = Communicator.world()
+    p = comm.size
+    graph = sbm_graph()
+    base = dict(graph=graph, hidden=6, layers=3, epochs=args.epochs, lr=0.05, seed=1,
+                dtype=np.float64)
+    dims = [graph.num_features, 6, 6, graph.num_classes]
+    ref = None if args.skip_sbm else train_reference(
+        graph.adj, graph.features, graph.labels, graph.train_mask, dims, epochs=args.epochs,
+        lr=0.05, weight_decay=5e-4, seed=1)
+    for algo, grid in ([] if args.skip_sbm else cases_for(p)):
+        check_gcn_losses(comm, dict(base, algo=algo, grid=grid), ref)
+        if comm.rank == 0:
+            print(f"ok sbm {algo} {grid}", flush=True)
+    if args.cora:
+        from spgnn.io import load_planetoid
+
+        cora = load_planetoid(args.cora, "cora") if comm.rank == 0 else None
+        cora = comm.bcast_obj(cora, root=0)   # the reference runs on every rank
+        case = dict(graph=cora, hidden=16, layers=2, epochs=2, lr=0.01, seed=0,
+                    dtype=np.float32, rtol=2e-4)
+        dims = [cora.num_features, 16, cora.num_classes]
+        ref = train_reference(cora.adj, cora.features, cora.labels, cora.train_mask, dims,
+                              epochs=2, lr=0.01, weight_decay=5e-4, seed=0)
+        for algo, grid in [("1d-aware", None), cases_for(p)[-1]]:
+            check_gcn_losses(comm, dict(case, algo=algo, grid=grid), ref)
+            if comm.rank == 0:
+                print(f"ok cora {algo} {grid}", flush=True)
+    comm.barrier()
+    if comm.rank == 0:
+        print(f"OK gnn_checks {p} ranks", flush=True)
+
+
+if __name__ == "__main__":
+    main()
