@@ -12,7 +12,7 @@ setup(
     # Listed explicitly: kernels/ is installed as spgnn._kernels.
     packages=[
         "spgnn", "spgnn.backends", "spgnn.cli", "spgnn.comm", "spgnn.core", "spgnn.gnn",
-        "spgnn.sampling", "spgnn.testing",
+        "spgnn.testing",
         "spgnn._kernels", "spgnn._kernels.numba",
     ],
     package_dir={"spgnn._kernels": "kernels"},
