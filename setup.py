@@ -1,6 +1,6 @@
 """spgnn: distributed sparse linear algebra for graph neural networks."""
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 setup(
     name="spgnn",
@@ -9,12 +9,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    # Listed explicitly: kernels/ is installed as spgnn._kernels.
-    packages=[
-        "spgnn", "spgnn.backends", "spgnn.cli", "spgnn.comm", "spgnn.core", "spgnn.gnn",
-        "spgnn.testing",
-        "spgnn._kernels", "spgnn._kernels.numba",
-    ],
+    # spgnn's own packages are found; kernels/ is mapped to spgnn._kernels.
+    packages=find_packages(include=["spgnn", "spgnn.*"]) + ["spgnn._kernels", "spgnn._kernels.numba"],
     package_dir={"spgnn._kernels": "kernels"},
     package_data={"spgnn._kernels": ["README.md", "cuda/*.cu", "cuda/*.cuh"]},
     install_requires=[
@@ -22,6 +18,7 @@ setup(
         "scipy>=1.10",
         "numba>=0.59",
         "mpi4py>=4.0",
+        "tqdm",  # progress bars of the training command
     ],
     extras_require={
         # pip-installed MPI runtime (mpiexec next to the interpreter); leave it
