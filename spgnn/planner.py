@@ -186,18 +186,23 @@ def _plan_15d_aware(a, offsets, p, f, w, c):
 def _plan_15d(a, offsets, p, f, w, c):
     k = len(offsets) - 1
     slabs = _slabs(offsets, c)
+    lo, hi = np.asarray(offsets[:-1]), np.asarray(offsets[1:])
     events = []
     for q in range(k):      # one broadcast stage per X block overlapping each column's slab
-        rows, active = [(0, 0, 0)] * p, False
+        sent, recv, msgs = (np.zeros(p, dtype=np.int64) for _ in range(3))
+        active = False
         for j, (c0, c1) in enumerate(slabs):
-            m = max(0, min(int(offsets[q + 1]), c1) - max(int(offsets[q]), c0)) * f * w
+            m = max(0, min(int(hi[q]), c1) - max(int(lo[q]), c0)) * f * w
             if m == 0:
                 continue
             active = True
-            for i in range(k):
-                rows[i * c + j] = (m * (k - 1), 0, k - 1 if k > 1 else 0) if i == q else (0, m, 0)
+            column = np.arange(k) * c + j          # ranks (i, j) of process column j
+            recv[column] = m
+            recv[q * c + j] = 0
+            sent[q * c + j] = m * (k - 1)
+            msgs[q * c + j] = k - 1
         if active:
-            events.append(_event("bcast", "spmm-15d:bcast", ("row",), rows))
+            events.append(PlannedEvent("bcast", "spmm-15d:bcast", ("row",), sent, recv, msgs))
     return events + _allreduce_15d(offsets, p, f, w, c)
 
 

@@ -130,9 +130,13 @@ def model_allgather(own: int, total: int, p: int) -> tuple:
 
 def model_alltoallv(send_bytes, recv_bytes, r: int) -> tuple:
     """``(sent, recv, messages)`` of rank ``r`` given bytes to / from every peer (unsplit)."""
-    sent = sum(int(b) for j, b in enumerate(send_bytes) if j != r)
-    recv = sum(int(b) for j, b in enumerate(recv_bytes) if j != r)
-    return sent, recv, sum(1 for j, b in enumerate(send_bytes) if j != r and b > 0)
+    import numpy as np
+
+    send = np.asarray(send_bytes, dtype=np.int64)
+    recv = np.asarray(recv_bytes, dtype=np.int64)
+    others = np.arange(send.size) != r
+    return (int(send[others].sum()), int(recv[others].sum()),
+            int(np.count_nonzero(send[others])))
 
 
 def _label_matches(event_label: str, label: str) -> bool:
