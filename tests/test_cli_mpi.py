@@ -30,7 +30,7 @@ PARTITION = os.environ.get("SPGNN_TEST_PARTITION", "metis")
 def plans(tmp_path_factory):
     pytest.importorskip("pymetis", reason="METIS partitioning needs pymetis (pip install -e '.[partition]')")
     out = tmp_path_factory.mktemp("plan")
-    cmd = [sys.executable, "-m", "spgnn", "plan", "--graph", GRAPH, "--ranks", "2,3,4,8",
+    cmd = [sys.executable, "-m", "spgnn", "plan", "--graph", GRAPH, "--ranks", "1,2,3,4,8",
            "--feat", str(FEAT), "--partition", PARTITION, "--alpha", "1e-6", "--beta", "1e-10",
            "--save-partition", str(out / "part"), "--json"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
@@ -39,7 +39,7 @@ def plans(tmp_path_factory):
     return data, out
 
 
-CASES = [(p, algo) for p in (2, 3, 4, 8) for algo in ("1d", "1d-aware", "15d", "15d-aware", "3d")
+CASES = [(p, algo) for p in (1, 2, 3, 4, 8) for algo in ("1d", "1d-aware", "15d", "15d-aware", "3d")
          if not (algo.startswith("15d") and p % 2)]
 
 
