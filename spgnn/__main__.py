@@ -4,9 +4,10 @@ import argparse
 import sys
 
 from .errors import SpgnnError
-from .cli import calibrate, demo, info, plan, spmm
+from .cli import calibrate, demo, info, plan, spmm, train
 
-COMMANDS = {"demo": demo, "info": info, "spmm": spmm, "plan": plan, "calibrate": calibrate}
+COMMANDS = {"demo": demo, "info": info, "spmm": spmm, "plan": plan, "calibrate": calibrate,
+            "train": train}
 
 
 def main(argv=None):
@@ -19,13 +20,26 @@ def main(argv=None):
     try:
         return COMMANDS[args.command].run(args) or 0
     except (SpgnnError, ValueError, TypeError, OSError, ImportError) as exc:
-        # Bad input: one line instead of a traceback per rank.  Abort so that
-        # a rank failing alone never leaves the others waiting.
-        from .comm.communicator import abort_if_parallel
+        # Bad input: one line instead of a traceback per rank.  An error every
+        # rank raises together (Communicator.agree) is printed once and every
+        # rank exits; one raised by a rank alone aborts the job so that no
+        # rank is left waiting in a collective.
+        from .comm.communicator import abort_if_parallel, is_agreed_on_world
 
-        print(f"spgnn {args.command}: error: {exc}", file=sys.stderr, flush=True)
-        abort_if_parallel(2)
+        agreed = is_agreed_on_world(exc)
+        if not agreed or _world_rank() == 0:
+            print(f"spgnn {args.command}: error: {exc}", file=sys.stderr, flush=True)
+        if not agreed:
+            abort_if_parallel(2)
         return 2
+
+
+def _world_rank():
+    if "mpi4py.MPI" not in sys.modules:
+        return 0
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Get_rank()
 
 
 if __name__ == "__main__":

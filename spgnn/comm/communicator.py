@@ -93,6 +93,26 @@ def _install_abort_hook():
     sys.excepthook = hook
 
 
+def _mark_agreed(exc: BaseException, comm) -> None:
+    """Tag an exception that every rank of ``comm`` raises together (see :meth:`Communicator.agree`)."""
+    try:
+        exc.spgnn_agreed_size = comm.size
+    except AttributeError:  # exceptions with __slots__: nothing to tag, callers abort instead
+        pass
+
+
+def is_agreed_on_world(exc: BaseException) -> bool:
+    """Whether ``exc`` is being raised on every rank of ``MPI.COMM_WORLD`` at once."""
+    import sys
+
+    size = getattr(exc, "spgnn_agreed_size", None)
+    if size is None or "mpi4py.MPI" not in sys.modules:
+        return size is not None
+    from mpi4py import MPI
+
+    return size == MPI.COMM_WORLD.Get_size()
+
+
 def abort_if_parallel(code: int = 1) -> None:
     """``MPI_Abort`` when MPI is running with more than one rank; otherwise nothing.
 
@@ -775,6 +795,7 @@ class Communicator:
                                            str(error))
         infos = self.allgather_obj(info, label=label)
         if error is not None:
+            _mark_agreed(error, self)
             raise error
         failed = [(r, i) for r, i in enumerate(infos) if i is not None]
         r0, (module, qualname, message) = failed[0]
@@ -788,6 +809,7 @@ class Communicator:
                 exc = None
         if exc is None:
             exc = RemoteError(f"rank {r0} raised {module}.{qualname}: {message}{more}")
+        _mark_agreed(exc, self)
         raise exc from None
 
     def abort(self, code: int = 1) -> None:
