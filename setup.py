@@ -25,7 +25,7 @@ setup(
         # out on clusters that provide their own MPI.
         "mpich": ["mpich"],
         # pymetis: the tests exercise METIS partitioning on every run
-        "test": ["pytest>=7", "hypothesis>=6.80", "pytest-timeout", "pymetis"],
+        "test": ["pytest>=7", "hypothesis>=6.80", "pytest-timeout", "pymetis", "matplotlib"],
         "partition": ["pymetis"],
         "gpu": ["cupy-cuda13x>=13"],
     },

@@ -43,6 +43,7 @@ from ..errors import GridError
 from ..grid import ProcessGrid, grid_1d, grid_15d, make_grid
 from ..layout import Layout, block_offsets
 from .ops import GraphContext
+from .sparse import SPARSE_DENSITY, SparseBackedMatrix
 
 __all__ = ["DistGraph", "ALGORITHMS", "PARTITIONS", "normalized_adjacency", "default_grid_3d"]
 
@@ -98,18 +99,32 @@ def _prepare(graph, normalize_features, dtype):
     n = graph.num_nodes
     adj_hat = normalized_adjacency(graph.adj, dtype)
     x = graph.features
-    x = x.toarray() if sp.issparse(x) else np.asarray(x)
-    x = x.astype(np.float64)
-    if normalize_features:
-        s = x.sum(axis=1, keepdims=True)
-        x = np.where(s != 0, x / np.where(s != 0, s, 1.0), 0.0)
+    if not sp.issparse(x):
+        x = np.asarray(x)
+        # Mostly-zero dense input (the MUSAE loaders return dense 0/1 blocks):
+        # normalise it as CSR, without float64 dense temporaries.
+        if x.size and np.count_nonzero(x) <= SPARSE_DENSITY * x.size:
+            x = sp.csr_array(x)
+    if sp.issparse(x):
+        x = sp.csr_array(x, dtype=np.float64)
+        x.sum_duplicates()
+        if normalize_features:
+            s = np.repeat(np.asarray(x.sum(axis=1)).ravel(), np.diff(x.indptr))
+            # x / s, entry by entry, exactly as the dense branch computes it
+            x.data = np.where(s != 0, x.data / np.where(s != 0, s, 1.0), 0.0)
+        x = x.astype(dtype).toarray()
+    else:
+        x = x.astype(np.float64)
+        if normalize_features:
+            s = x.sum(axis=1, keepdims=True)
+            x = np.where(s != 0, x / np.where(s != 0, s, 1.0), 0.0)
     nodes = np.zeros((n, len(_NODE_COLS)), dtype=np.int64)
     nodes[:, 0] = graph.labels
     for k, m in enumerate((graph.train_mask, graph.val_mask, graph.test_mask)):
         if m is not None:
             nodes[:, 1 + k] = m
     nodes[:, 4] = np.arange(n)
-    return adj_hat, x.astype(dtype), nodes
+    return adj_hat, x.astype(dtype, copy=False), nodes
 
 
 class DistGraph:
@@ -131,7 +146,7 @@ class DistGraph:
     @classmethod
     def from_graph(cls, graph, comm, *, algorithm="1d-aware", partition="none", replication=2,
                    grid=None, backend=None, seed=0, dtype=np.float32, normalize_features=True,
-                   shard_input=False, shard_weights=True):
+                   shard_input=False, shard_weights=True, sparse_features=None):
         """Normalise, (optionally) partition and distribute ``graph``.
 
         Collective over ``comm``.
@@ -165,6 +180,15 @@ class DistGraph:
             backward, gradients reduce-scattered).  A weight block whose rows
             do not divide evenly over depth stays replicated over depth and
             its gradient is all-reduced.
+        sparse_features : bool or None
+            Keep a CSR copy of each rank's feature block, so that input
+            dropout and the first layer's ``X·W`` and ``Xᵀ·G`` cost O(nnz)
+            (``features`` is then a
+            :class:`~spgnn.gnn.sparse.SparseBackedMatrix`; its ``local`` is
+            still the dense block).  ``None`` (default): when at most
+            ``SPARSE_DENSITY`` (10 %) of the features are non-zero, except on
+            ``3d``, whose products split the feature columns (3d refuses
+            ``True``).
 
         Raises
         ------
@@ -177,6 +201,9 @@ class DistGraph:
         if partition not in PARTITIONS:
             raise ValueError(f"DistGraph.from_graph: unknown partition {partition!r}; expected "
                              f"one of {PARTITIONS}")
+        if sparse_features and algorithm == "3d":
+            raise ValueError("DistGraph.from_graph: sparse_features=True is not supported on "
+                             "'3d' (its first-layer products split the feature columns)")
         dtype = np.dtype(dtype)
         if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise ValueError(f"DistGraph.from_graph: dtype must be float32 or float64, but got "
@@ -221,7 +248,7 @@ class DistGraph:
                 offsets = np.asarray(block_offsets(n, nparts), dtype=np.int64)
             labels = nodes[:, 0]
             meta = dict(n=n, f=x.shape[1], c=int(max(labels.max(initial=-1), -1)) + 1,
-                        offsets=tuple(int(v) for v in offsets),
+                        offsets=tuple(int(v) for v in offsets), nnz_x=int(np.count_nonzero(x)),
                         counts={k: int(nodes[:, 1 + j].sum())
                                 for j, k in enumerate(("train", "val", "test"))})
         meta = comm.bcast_obj(meta, root=0, label="gnn-setup:meta")
@@ -256,6 +283,15 @@ class DistGraph:
         src = (lambda v: v) if everyone else (lambda v: v if comm.rank == 0 else None)
         A = DistSparseMatrix.from_global(src(adj_hat), grid, a_layout, backend=backend, root=root)
         self.features = DistDenseMatrix.from_global(src(x), grid, xl, backend=backend, root=root)
+        if sparse_features is None:
+            sparse_features = (algorithm != "3d"
+                               and meta["nnz_x"] <= SPARSE_DENSITY * max(1, n * meta["f"]))
+        if sparse_features:
+            dense = self.features.local
+            csr = sp.csr_array(dense)
+            csr.sort_indices()
+            self.features = SparseBackedMatrix(csr, self.features.shape, grid, xl,
+                                               backend=self.features.backend, dense=dense)
         self._nodes = DistDenseMatrix.from_global(src(nodes), grid, node_layout, root=root)
         self._node_cache, self._adj_cache, self._perm = {}, {}, None
         if algorithm == "3d":

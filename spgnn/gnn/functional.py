@@ -14,8 +14,24 @@ number of ranks, the algorithm, the partition or the layout.
 
 import numpy as np
 
-__all__ = ["relu", "relu_backward", "dropout_mask", "hash_uniform", "softmax_cross_entropy",
-           "masked_scores"]
+__all__ = ["relu", "relu_backward", "dropout_mask", "hash_uniform", "key_base", "dropout_apply",
+           "dropout_apply_csr", "softmax_cross_entropy", "masked_scores"]
+
+#: Blocks with fewer entries than this run the single-threaded kernels: waking
+#: a thread pool costs more than hashing a few ten thousand entries (and far
+#: more on an oversubscribed machine).
+PARALLEL_MIN = 1 << 17
+
+_KERNELS = {}
+
+
+def _kernels():
+    """``spgnn._kernels.numba.gnn``, imported on first use (this is what imports numba)."""
+    if not _KERNELS:
+        from .._kernels.numba import gnn
+
+        _KERNELS["gnn"] = gnn
+    return _KERNELS["gnn"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -23,13 +39,27 @@ _M2 = np.uint64(0x94D049BB133111EB)
 
 
 def relu(x):
-    """``max(x, 0)`` and the boolean mask ``x > 0`` (kept for the backward). Pure."""
+    """``max(x, 0)`` and the boolean mask ``x > 0`` (kept for the backward). Pure.
+
+    Large C-contiguous float blocks go through one fused, threaded Numba pass;
+    the result is the same (``x`` where ``x > 0``, else ``+0``).
+    """
+    if x.size >= PARALLEL_MIN and x.ndim == 2 and x.flags.c_contiguous and x.dtype.kind == "f":
+        out = np.empty_like(x)
+        mask = np.empty(x.shape, dtype=bool)
+        _kernels().relu_forward(x, out, mask)
+        return out, mask
     mask = x > 0
     return np.where(mask, x, 0).astype(x.dtype, copy=False), mask
 
 
 def relu_backward(dy, mask):
     """Gradient of ReLU: ``dy * (x > 0)``. Pure."""
+    if (dy.size >= PARALLEL_MIN and dy.ndim == 2 and dy.flags.c_contiguous
+            and dy.dtype.kind == "f" and mask.flags.c_contiguous):
+        out = np.empty_like(dy)
+        _kernels().relu_backward(dy, mask, out)
+        return out
     return np.where(mask, dy, 0).astype(dy.dtype, copy=False)
 
 
@@ -42,6 +72,14 @@ def _mix(z):
         return z ^ (z >> np.uint64(31))
 
 
+def key_base(keys):
+    """The uint64 that mixes ``keys`` (the per-call part of :func:`hash_uniform`). Pure."""
+    base = np.zeros(1, dtype=np.uint64)
+    for k in keys:
+        base = _mix(base ^ np.uint64(int(k) & 0xFFFFFFFFFFFFFFFF))
+    return base[0]
+
+
 def hash_uniform(keys, rows, cols, ncols):
     """Uniform [0, 1) numbers, one per ``(row, col)``, from integer ``keys``. Pure.
 
@@ -50,14 +88,12 @@ def hash_uniform(keys, rows, cols, ncols):
     span the block; ``ncols`` is the global column count.  The value at
     ``(r, c)`` depends only on ``keys``, ``r``, ``c`` and ``ncols``.
     """
-    base = np.zeros(1, dtype=np.uint64)
-    for k in keys:
-        base = _mix(base ^ np.uint64(int(k) & 0xFFFFFFFFFFFFFFFF))
+    base = key_base(keys)
     rows = np.asarray(rows, dtype=np.uint64)
     cols = np.asarray(cols, dtype=np.uint64)
     with np.errstate(over="ignore"):
         counter = rows[:, None] * np.uint64(int(ncols)) + cols[None, :]
-    h = _mix(counter ^ base[0])
+    h = _mix(counter ^ base)
     return (h >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
 
 
@@ -70,6 +106,62 @@ def dropout_mask(p, keys, rows, cols, ncols, dtype=np.float32):
         raise ValueError(f"dropout_mask: p must lie in [0, 1), but got {p}")
     u = hash_uniform(keys, rows, cols, ncols)
     return np.where(u >= p, 1.0 / (1.0 - p), 0.0).astype(dtype)
+
+
+def _check_p(p, what):
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"{what}: p must lie in [0, 1), but got {p}")
+
+
+def dropout_apply(x, p, keys, rows, col0, ncols, out=None):
+    """``x * dropout_mask(p, keys, rows, col0 + arange(k), ncols)`` without building the mask. Pure.
+
+    Bit-identical to the numpy expression (same hash, same float scale, a
+    dropped entry is multiplied by 0), computed in one Numba pass.
+
+    Parameters
+    ----------
+    x : ndarray (m, k), float32 or float64
+    p : float
+        Drop probability in [0, 1).
+    keys : tuple of int
+        ``(seed, epoch, layer key)``.
+    rows : int array (m,)
+        Global node id of every row.
+    col0, ncols : int
+        Global column of ``x[:, 0]`` and the global column count.
+    out : ndarray like ``x``, optional
+        Written and returned (may be ``x``).
+    """
+    _check_p(p, "dropout_apply")
+    x = np.ascontiguousarray(x)
+    if x.dtype.kind != "f":
+        x = x.astype(np.float64)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    if out is None:
+        out = np.empty_like(x)
+    k = _kernels()
+    fn = k.dropout_dense if x.size >= PARALLEL_MIN else k.dropout_dense_serial
+    fn(x, rows, int(col0), int(ncols), key_base(keys), float(p), x.dtype.type(1.0 / (1.0 - p)),
+       out)
+    return out
+
+
+def dropout_apply_csr(indptr, indices, data, p, keys, rows, col0, ncols):
+    """:func:`dropout_apply` on the stored entries of a CSR block: the new ``data``. Pure.
+
+    Entries that are not stored are 0 and stay 0 under dropout, so only
+    ``nnz`` hashes are needed; the pattern is kept (dropped entries become
+    explicit zeros).  ``indices`` are local columns; ``col0`` shifts them to
+    global ones.
+    """
+    _check_p(p, "dropout_apply_csr")
+    out = np.empty_like(data)
+    k = _kernels()
+    fn = k.dropout_csr if data.size >= PARALLEL_MIN else k.dropout_csr_serial
+    fn(indptr, indices, data, np.ascontiguousarray(rows, dtype=np.int64), int(col0), int(ncols),
+       key_base(keys), float(p), data.dtype.type(1.0 / (1.0 - p)), out)
+    return out
 
 
 def _softmax_parts(z, labels, col_start, class_comm):

@@ -161,7 +161,7 @@ class Dropout(Layer):
     def backward(self, ctx, dH):
         if self._mask is None:
             return dH
-        return dH.like(dH.local * self._mask)
+        return dH.like(self._mask.apply(dH.local))      # re-hashes: no stored mask block
 
     def __repr__(self):
         return f"Dropout(p={self.p})"

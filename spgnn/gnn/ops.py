@@ -32,8 +32,37 @@ from ..core.spmm_3d import depth_counts, gather_depth, nested_splits
 from ..errors import DimensionMismatch, LayoutMismatch
 from ..layout import Layout
 from . import functional as F
+from .sparse import SparseBackedMatrix
 
-__all__ = ["GraphContext"]
+__all__ = ["GraphContext", "DropoutMask"]
+
+
+class DropoutMask:
+    """The counter-based mask of one dropout call, applied without being stored. Local.
+
+    Holds only the keys, the row ids and the column range: applying it
+    re-hashes (:func:`~spgnn.gnn.functional.dropout_apply`), which is cheaper
+    than keeping a float mask of the block's size between forward and
+    backward.  ``np.asarray(mask)`` gives the float scale block
+    (:func:`~spgnn.gnn.functional.dropout_mask`).
+    """
+
+    def __init__(self, p, keys, rows, col0, width, ncols, dtype):
+        self.p, self.keys, self.rows = float(p), tuple(keys), rows
+        self.col0, self.width, self.ncols = int(col0), int(width), int(ncols)
+        self.dtype = np.dtype(dtype)
+
+    def apply(self, x):
+        """``x * mask`` (bit-identical to multiplying by the float mask). Local."""
+        return F.dropout_apply(x, self.p, self.keys, self.rows, self.col0, self.ncols)
+
+    def __array__(self, dtype=None, copy=None):
+        cols = np.arange(self.col0, self.col0 + self.width)
+        return F.dropout_mask(self.p, self.keys, self.rows, cols, self.ncols,
+                              dtype=dtype or self.dtype)
+
+    def __repr__(self):
+        return f"DropoutMask(p={self.p}, keys={self.keys}, rows={len(self.rows)})"
 
 
 class GraphContext:
@@ -168,6 +197,8 @@ class GraphContext:
         H = self._unshard(H)
         self._place_weight(W, H)
         if not self.is_3d:
+            if isinstance(H, SparseBackedMatrix):       # sparse features: O(nnz * m)
+                return H.like(H.matmul_local(W.value), shape=(H.shape[0], W.shape[1]))
             return H.like(H.local @ W.value, shape=(H.shape[0], W.shape[1]))
         return dense_matmul(H, W.as_dist(H.backend))
 
@@ -215,7 +246,10 @@ class GraphContext:
             raise DimensionMismatch(f"GraphContext.weight_grad: H.shape={H.shape}, "
                                     f"G.shape={G.shape} do not fit W.shape={W.shape}")
         W._require_placed("weight_grad")
-        part = np.ascontiguousarray(H.local.T @ G.local)
+        if isinstance(H, SparseBackedMatrix):
+            part = H.t_matmul_local(G.local)
+        else:
+            part = np.ascontiguousarray(H.local.T @ G.local)
         axes = H.layout.rows
         comm = self.grid.comm(*axes) if axes else None
         if self.is_3d and len(W.layout.rows) == 2:
@@ -254,17 +288,24 @@ class GraphContext:
     def dropout(self, H, p, key):
         """Inverted dropout with a mask keyed by (seed, epoch, key, node id, column). Local.
 
-        Returns ``(H', mask)`` with ``mask`` the local scale block (``None``
-        when not training or ``p == 0``: then ``H' is H``).  The mask does not
-        depend on P, the algorithm or the layout.
+        Returns ``(H', mask)``.  ``mask`` is a :class:`DropoutMask`: apply it
+        to a gradient with ``mask.apply(dH_local)`` (or multiply by it, which
+        materialises the float scale block); it is ``None`` when not
+        training or ``p == 0``, and then ``H' is H``.  The mask does not
+        depend on P, the algorithm or the layout.  For sparse features
+        (:class:`~spgnn.gnn.sparse.SparseBackedMatrix`) only the stored
+        entries are hashed and ``H'`` stays sparse-backed.
         """
         if not self.training or p == 0:
             return H, None
-        ids = self.graph.node_ids(H.layout)
-        cols = np.arange(H.col_start, H.col_start + H.local.shape[1])
-        mask = F.dropout_mask(p, (self.seed, self.epoch, key), ids, cols, H.shape[1],
-                              dtype=H.local.dtype)
-        return H.like(H.local * mask), mask
+        mask = DropoutMask(p, (self.seed, self.epoch, key), self.graph.node_ids(H.layout),
+                           H.col_start, H.local_shape[1], H.shape[1], H.dtype)
+        if isinstance(H, SparseBackedMatrix):
+            c = H.csr
+            data = F.dropout_apply_csr(c.indptr, c.indices, c.data, mask.p, mask.keys, mask.rows,
+                                       mask.col0, mask.ncols)
+            return H.with_data(data), mask
+        return H.like(mask.apply(H.local)), mask
 
     # ---------------------------------------------------------------------- loss
     def _loss_args(self, logits):

@@ -1,0 +1,107 @@
+"""``python -m spgnn train`` under real ``mpiexec``: JSON report, bad input, kill and resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from spgnn.testing.mpi import SINGLE_THREAD_ENV, find_mpiexec, run_mpi
+
+pytestmark = pytest.mark.skipif(find_mpiexec() is None, reason="no mpiexec beside the interpreter")
+
+GRAPH = ["--graph", "sbm:300:3:0"]
+KEYS = {"test_acc", "val_acc", "train_acc", "epochs", "seconds_per_epoch", "bytes_per_epoch",
+        "algorithm", "ranks", "graph", "seed"}
+
+
+def _train(nprocs, *extra, timeout=120):
+    proc = run_mpi(["-m", "spgnn", "train", *GRAPH, "--no-progress", *extra], nprocs,
+                   timeout=timeout)
+    assert proc.returncode == 0, proc.stdout
+    return proc
+
+
+def _json(proc):
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return {p: _json(_train(p, "--epochs", "20", "--json", "--algo", "1d-aware"))
+            for p in (1, 4)}
+
+
+@pytest.mark.parametrize("p", [1, 4])
+def test_json_report(reports, p):
+    r = reports[p]
+    assert KEYS <= set(r)
+    assert r["ranks"] == p and r["epochs"] == 20 and r["algorithm"] == "1d-aware"
+    assert 0 <= r["test_acc"] <= 1 and r["seconds_per_epoch"] > 0
+    assert r["bytes_per_epoch_constant"]
+    assert (r["bytes_per_epoch"] > 0) == (p > 1)
+
+
+def test_ranks_do_not_change_the_training(reports):
+    # counter-based dropout masks and global normalisation: same model at any P
+    assert reports[4]["final_loss"] == pytest.approx(reports[1]["final_loss"], rel=1e-4)
+    assert reports[4]["test_acc"] == pytest.approx(reports[1]["test_acc"], abs=2 / 60)
+
+
+def test_bad_graph_path_is_one_line_error():
+    proc = run_mpi(["-m", "spgnn", "train", "--graph", "/nonexistent/graph.mtx", "--json"], 2,
+                   timeout=60)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stdout.splitlines() if "spgnn train: error:" in line]
+    assert errors and "/nonexistent/graph.mtx" in errors[0], proc.stdout
+    assert "Traceback" not in proc.stdout
+
+
+def test_bad_arguments_fail_before_communicating():
+    proc = run_mpi(["-m", "spgnn", "train", *GRAPH, "--dropout", "1.5"], 2, timeout=60)
+    assert proc.returncode != 0 and "--dropout must lie in [0, 1)" in proc.stdout
+
+
+def test_killed_run_resumes_to_the_same_weights(tmp_path):
+    epochs = "400"
+    common = ["--epochs", epochs, "--algo", "1d-aware", "--seed", "3"]
+    _train(2, *common, "--save-weights", str(tmp_path / "ref.npz"))
+
+    ckpt = tmp_path / "ckpt"
+    cmd = [find_mpiexec(), "-n", "2", sys.executable, "-m", "mpi4py", "-m", "spgnn", "train",
+           *GRAPH, "--no-progress", *common, "--checkpoint", str(ckpt), "--every", "2"]
+    # Own session: SIGKILL reaches mpiexec and every rank it started at once.
+    victim = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, **SINGLE_THREAD_ENV}, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (ckpt / "latest").exists():
+            assert victim.poll() is None, "the run ended before writing a checkpoint"
+            assert time.monotonic() < deadline, "no checkpoint appeared"
+            time.sleep(0.005)
+        assert victim.poll() is None, "the run finished before it could be killed"
+        os.killpg(victim.pid, signal.SIGKILL)
+    finally:
+        if victim.poll() is None:
+            os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait(timeout=30)
+
+    resumed = _json(_train(2, *common, "--resume", str(ckpt), "--every", "2", "--json",
+                           "--save-weights", str(tmp_path / "got.npz")))
+    assert 0 < resumed["resumed_from"] < int(epochs) and resumed["epochs"] == int(epochs)
+    ref, got = np.load(tmp_path / "ref.npz"), np.load(tmp_path / "got.npz")
+    assert sorted(ref.files) == sorted(got.files)
+    for name in ref.files:
+        assert ref[name].dtype == got[name].dtype
+        assert ref[name].tobytes() == got[name].tobytes(), name
+
+
+def test_resume_refuses_another_configuration(tmp_path):
+    _train(1, "--epochs", "4", "--checkpoint", str(tmp_path), "--every", "2")
+    proc = run_mpi(["-m", "spgnn", "train", *GRAPH, "--no-progress", "--epochs", "6",
+                    "--hidden", "8", "--resume", str(tmp_path)], 1, timeout=60)
+    assert proc.returncode != 0 and "another configuration" in proc.stdout
