@@ -15,6 +15,12 @@ def test_there_are_notebooks():
     assert NOTEBOOKS, "no notebooks found"
 
 
+@pytest.fixture(autouse=True)
+def _figures_to_tmp(tmp_path, monkeypatch):
+    """Notebooks save figures under SPGNN_FIGURE_DIR: keep the committed ones untouched."""
+    monkeypatch.setenv("SPGNN_FIGURE_DIR", str(tmp_path))
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
 def test_notebook_runs(path):
     outputs = execute_notebook(path)
