@@ -19,27 +19,15 @@ independent, so ``prange`` over rows needs no synchronisation.
 import numba
 import numpy as np
 
+from .splitmix import GOLDEN, INV53, S11, mix64
+
 __all__ = ["dropout_dense", "dropout_dense_serial", "dropout_csr", "dropout_csr_serial",
            "relu_forward", "relu_backward"]
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
-_S11 = np.uint64(11)
-_INV53 = 1.0 / 9007199254740992.0
-
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _uniform(counter, base):
     """splitmix64's finaliser of ``counter ^ base`` as a float64 in [0, 1) (wrapping uint64)."""
-    z = (counter ^ base) + _GOLDEN
-    z = (z ^ (z >> _S30)) * _M1
-    z = (z ^ (z >> _S27)) * _M2
-    z = z ^ (z >> _S31)
-    return np.float64(z >> _S11) * _INV53
+    return np.float64(mix64((counter ^ base) + GOLDEN) >> S11) * INV53
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)

@@ -44,6 +44,8 @@ row's columns are.
 import numba
 import numpy as np
 
+from .splitmix import GOLDEN as _GOLDEN, INV53 as _INV53, S11 as _S11, mix64
+
 __all__ = ["METHOD_FLOYD", "METHOD_ES", "METHOD_ITS", "mix64", "hash2", "hash_uniform",
            "hash2_array", "sample_counts", "sample_fill"]
 
@@ -51,24 +53,7 @@ METHOD_FLOYD = 0
 METHOD_ES = 1
 METHOD_ITS = 2
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
-_S11 = np.uint64(11)
 _ONE = np.uint64(1)
-_INV53 = 1.0 / 9007199254740992.0   # 2**-53
-
-
-@numba.njit(cache=True, nogil=True)
-def mix64(z):
-    """SplitMix64 finalizer of a uint64 (bijective)."""
-    z = (z ^ (z >> _S30)) * _M1
-    z = (z ^ (z >> _S27)) * _M2
-    return z ^ (z >> _S31)
-
 
 @numba.njit(cache=True, nogil=True)
 def hash2(key, x):

@@ -14,6 +14,8 @@ number of ranks, the algorithm, the partition or the layout.
 
 import numpy as np
 
+from ..counter_rng import GOLDEN, mix64
+
 __all__ = ["relu", "relu_backward", "dropout_mask", "hash_uniform", "key_base", "dropout_apply",
            "dropout_apply_csr", "softmax_cross_entropy", "masked_scores"]
 
@@ -33,9 +35,6 @@ def _kernels():
         _KERNELS["gnn"] = gnn
     return _KERNELS["gnn"]
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
 
 
 def relu(x):
@@ -64,12 +63,9 @@ def relu_backward(dy, mask):
 
 
 def _mix(z):
-    """splitmix64's finaliser on uint64 arrays (wrapping arithmetic)."""
+    """splitmix64 on ``z + golden`` (the dropout hash's mixing step), uint64 arrays."""
     with np.errstate(over="ignore"):
-        z = z + _GOLDEN
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-        return z ^ (z >> np.uint64(31))
+        return mix64(np.asarray(z, dtype=np.uint64) + GOLDEN)
 
 
 def key_base(keys):

@@ -26,24 +26,13 @@ port needs only the same three lines of integer arithmetic.
 
 import numpy as np
 
+from ..counter_rng import GOLDEN as _GOLDEN, mix64
+
 __all__ = ["mix64", "hash2", "uniform", "row_keys", "STREAMS", "base_key",
            "hash2_numba"]
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-
 #: Domain tags: one stream per use, so no two uses share random numbers.
 STREAMS = {"sage-tree": 1, "sage-unique": 2, "ladies": 3, "test": 99}
-
-
-def mix64(z):
-    """SplitMix64 finalizer, element-wise on a uint64 array (wrap-around)."""
-    z = np.asarray(z, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
 
 
 def hash2(key, x):

@@ -1,0 +1,24 @@
+"""SplitMix64's finaliser on numpy uint64 arrays: the numpy twin of ``spgnn._kernels.numba.splitmix``.
+
+Counter-based random numbers (dropout masks in :mod:`spgnn.gnn.functional`,
+sampling keys in :mod:`spgnn.sampling.rng`) are pure functions of integer
+keys mixed by this bijection, so they do not depend on ranks, threads or
+processing order, and numpy, Numba (and later CUDA) produce the same bits.
+"""
+
+import numpy as np
+
+__all__ = ["GOLDEN", "mix64"]
+
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def mix64(z):
+    """SplitMix64 finaliser, element-wise on uint64 (wrap-around arithmetic)."""
+    z = np.asarray(z, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * _M1
+        z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
