@@ -105,3 +105,19 @@ def test_resume_refuses_another_configuration(tmp_path):
     proc = run_mpi(["-m", "spgnn", "train", *GRAPH, "--no-progress", "--epochs", "6",
                     "--hidden", "8", "--resume", str(tmp_path)], 1, timeout=60)
     assert proc.returncode != 0 and "another configuration" in proc.stdout
+
+
+@pytest.mark.parametrize("sampler", ["sage", "ladies"])
+def test_sage_minibatch_command(sampler):
+    """``--model sage``: sampled minibatches; the same training on 1 and 2 ranks."""
+    args = ["--model", "sage", "--sampler", sampler, "--batch-size", "64", "--fanout", "5,5",
+            "--bulk", "4", "--epochs", "3", "--json"]
+    one, two = (_json(_train(p, *args)) for p in (1, 2))
+    for rep in (one, two):
+        assert KEYS <= set(rep), sorted(KEYS - set(rep))
+        assert rep["algorithm"] == "sage-minibatch" and rep["sampler"] == sampler
+    assert one["ranks"] == 1 and two["ranks"] == 2
+    assert one["epochs"] == two["epochs"] == 3
+    # data parallel: one rank moves nothing; two ranks fetch features and reduce gradients
+    assert one["bytes_per_epoch"] == 0 and two["bytes_per_epoch"] > 0
+    assert 0 <= two["test_acc"] <= 1

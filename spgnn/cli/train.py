@@ -51,15 +51,16 @@ def add_parser(sub):
     p.add_argument("--graph", required=True, help="graph file or folder, or generator spec "
                                                   "(sbm:300:3:0)")
     p.add_argument("--name", default=None, help="dataset in a folder holding several (cora)")
-    p.add_argument("--model", default="gcn", choices=("gcn",))
+    p.add_argument("--model", default="gcn", choices=("gcn", "sage"),
+                   help="gcn: full-graph GCN; sage: GraphSAGE on sampled minibatches")
     p.add_argument("--algo", default="1d-aware", choices=ALGORITHMS)
     p.add_argument("--partition", default="none", choices=PARTITIONS)
     p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms (default 2)")
     p.add_argument("--grid", default=None, help="XxYxZ for 3d (default: the most cubic)")
     p.add_argument("--backend", default=None, help="numpy | numba (default numba)")
     p.add_argument("--dtype", default="float32", choices=DTYPES)
-    p.add_argument("--epochs", type=int, default=200)
-    p.add_argument("--hidden", type=int, default=16)
+    p.add_argument("--epochs", type=int, default=None, help="default 200 (gcn), 50 (sage)")
+    p.add_argument("--hidden", type=int, default=None, help="default 16 (gcn), 64 (sage)")
     p.add_argument("--layers", type=int, default=2, help="graph convolutions (default 2)")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--weight-decay", type=float, default=5e-4,
@@ -79,6 +80,15 @@ def add_parser(sub):
                         "there unless --checkpoint says otherwise)")
     p.add_argument("--save-weights", default=None, metavar="FILE",
                    help="write the final parameters (global matrices) as npz from rank 0")
+    sage = p.add_argument_group("minibatch training (--model sage)")
+    sage.add_argument("--sampler", default="sage", choices=("sage", "ladies"))
+    sage.add_argument("--batch-size", type=int, default=512)
+    sage.add_argument("--fanout", default="15,10,5",
+                      help="neighbours per hop, one hop per layer (default 15,10,5)")
+    sage.add_argument("--bulk", type=int, default=16, help="minibatches sampled per bulk step")
+    sage.add_argument("--partition-mode", default="replicated",
+                      choices=("replicated", "partitioned"),
+                      help="graph replicated on every rank, or split over a P/c x c grid")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(command="train")
@@ -306,11 +316,27 @@ def train(comm, args):
             "bytes_per_epoch_max_rank": max(per_rank)}
 
 
+def _apply_model_defaults(args):
+    defaults = {"gcn": {"epochs": 200, "hidden": 16}, "sage": {"epochs": 50, "hidden": 64}}
+    for key, value in defaults[args.model].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.model == "sage" and (args.checkpoint or args.resume or args.save_weights):
+        raise ValueError("train: --checkpoint, --resume and --save-weights are not supported "
+                         "with --model sage yet")
+
+
 def run(args):
     from spgnn import Communicator
 
+    _apply_model_defaults(args)        # every rank, before MPI starts
     comm = Communicator.world()        # initialises MPI; train() checks before communicating
-    result = train(comm, args)
+    if args.model == "sage":
+        from spgnn.gnn.minibatch import train_sage
+
+        result = train_sage(args, comm)
+    else:
+        result = train(comm, args)
     if comm.rank == 0:
         if args.json:
             print(json.dumps(result), flush=True)
