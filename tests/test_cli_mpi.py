@@ -13,13 +13,9 @@ import sys
 
 import pytest
 
-from spgnn.testing.mpi import find_mpiexec, run_mpi
+from spgnn.testing.mpi import mpi_test_marks, run_mpi
 
-pytestmark = [
-    pytest.mark.mpi,
-    pytest.mark.skipif(find_mpiexec() is None,
-                       reason="no mpiexec next to sys.executable (pip install -e '.[mpich]')"),
-]
+pytestmark = mpi_test_marks()
 
 GRAPH = "rmat:9:8:3"
 FEAT = 8

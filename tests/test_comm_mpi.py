@@ -8,16 +8,12 @@ import time
 
 import pytest
 
-from spgnn.testing.mpi import find_mpiexec, run_mpi
+from spgnn.testing.mpi import mpi_test_marks, run_mpi
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi", "comm_checks.py")
 TIMEOUT = 120
 
-pytestmark = [
-    pytest.mark.mpi,
-    pytest.mark.skipif(find_mpiexec() is None,
-                       reason="no mpiexec next to sys.executable (pip install mpi4py mpich)"),
-]
+pytestmark = mpi_test_marks()
 
 
 def _tail(proc, n=4000):

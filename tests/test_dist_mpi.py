@@ -4,23 +4,17 @@ pytest launches each job itself with the ``mpiexec`` beside the interpreter
 (``pip install -e ".[mpich]"``), at 1, 2, 3, 4 and 8 ranks.
 """
 
-import json
 import os
-import sys
 import time
 
 import pytest
 
-from spgnn.testing.mpi import find_mpiexec, run_mpi
+from spgnn.testing.mpi import mpi_test_marks, run_mpi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TIMEOUT = 300
 
-pytestmark = [
-    pytest.mark.mpi,
-    pytest.mark.skipif(find_mpiexec() is None,
-                       reason="no mpiexec next to sys.executable (pip install -e '.[mpich]')"),
-]
+pytestmark = mpi_test_marks()
 
 
 def _check(proc, expect):

@@ -10,16 +10,12 @@ import os
 
 import pytest
 
-from spgnn.testing.mpi import find_mpiexec, run_mpi
+from spgnn.testing.mpi import mpi_test_marks, run_mpi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TIMEOUT = 300
 
-pytestmark = [
-    pytest.mark.mpi,
-    pytest.mark.skipif(find_mpiexec() is None,
-                       reason="no mpiexec next to sys.executable (pip install -e '.[mpich]')"),
-]
+pytestmark = mpi_test_marks()
 
 
 @pytest.mark.parametrize("nprocs", [1, 2, 4])

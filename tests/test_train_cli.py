@@ -10,9 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from spgnn.testing.mpi import SINGLE_THREAD_ENV, find_mpiexec, run_mpi
+from spgnn.testing.mpi import SINGLE_THREAD_ENV, find_mpiexec, mpi_test_marks, run_mpi
 
-pytestmark = pytest.mark.skipif(find_mpiexec() is None, reason="no mpiexec beside the interpreter")
+pytestmark = mpi_test_marks()
 
 GRAPH = ["--graph", "sbm:300:3:0"]
 KEYS = {"test_acc", "val_acc", "train_acc", "epochs", "seconds_per_epoch", "bytes_per_epoch",

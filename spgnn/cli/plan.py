@@ -157,8 +157,6 @@ def _table(meta, rows):
 
 
 def run(args):
-    import scipy.sparse  # noqa: F401  (fail early with a clear ImportError)
-
     rank = int(os.environ.get("PMI_RANK", "0"))
     if rank != 0:
         return 0            # under mpiexec only rank 0 plans (nothing is collective here)

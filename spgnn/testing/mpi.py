@@ -17,7 +17,7 @@ import subprocess
 import sys
 from typing import Sequence
 
-__all__ = ["find_mpiexec", "run_mpi", "SINGLE_THREAD_ENV"]
+__all__ = ["find_mpiexec", "run_mpi", "mpi_test_marks", "SINGLE_THREAD_ENV"]
 
 #: Environment added to every launched job (callers may override).
 SINGLE_THREAD_ENV = {
@@ -80,3 +80,17 @@ def run_mpi(script_or_module_args: str | Sequence[str], nprocs: int, timeout: fl
     cmd = [mpiexec, "-n", str(int(nprocs)), sys.executable, *runner, *args]
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=timeout, env=full_env)
+
+
+def mpi_test_marks():
+    """pytest marks for a module of tests that launch mpiexec: ``pytestmark = mpi_test_marks()``.
+
+    Marks them ``mpi`` and skips them, with the reason, when no ``mpiexec``
+    sits beside the interpreter.
+    """
+    import pytest
+
+    return [pytest.mark.mpi,
+            pytest.mark.skipif(find_mpiexec() is None,
+                               reason="no mpiexec next to sys.executable "
+                                      "(pip install -e '.[mpich]')")]

@@ -55,7 +55,6 @@ def test_allreduce_ops(p, dtype):
     shape = (7, 3)
 
     def fn(comm):
-        out = {}
         for op in ("plus", "min", "max"):
             x = data(1, comm.rank, shape, dtype)
             y = comm.allreduce(x, op)

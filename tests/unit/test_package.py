@@ -2,11 +2,9 @@
 
 import subprocess
 import sys
-import time
 
 import pytest
 
-import spgnn
 from spgnn import errors
 
 
