@@ -69,9 +69,9 @@ def _kernels():
     if not _K:
         import numba
 
-        from .._kernels.numba import sample
+        from .._kernels.numba import dedup, sample
 
-        _K.update(numba=numba, sample=sample)
+        _K.update(numba=numba, sample=sample, dedup=dedup)
     return _K
 
 
@@ -406,6 +406,33 @@ def _first_appearance(mb, v, n, k):
     return col_of_uniq[inv.reshape(-1)], src_keys % max(n, 1), col_ptr
 
 
+def _first_appearance_segments(a, a_ptr, b, b_ptr, n):
+    """Per-minibatch dedup of ``a[a_ptr[i]:a_ptr[i+1]]`` then ``b[b_ptr[i]:b_ptr[i+1]]``.
+
+    The numba kernel :mod:`spgnn._kernels.numba.dedup`, equal bit for bit to
+    :func:`_first_appearance` on the minibatch-sorted concatenation.  Returns
+    ``(col_a, col_b, src, col_ptr)``: the global column of each item of ``a``
+    and ``b``, the vertex of each column, the per-minibatch column offsets.
+    """
+    K = _kernels()
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    b = np.ascontiguousarray(b, dtype=np.int64)
+    a_ptr = np.ascontiguousarray(a_ptr, dtype=np.int64)
+    b_ptr = np.ascontiguousarray(b_ptr, dtype=np.int64)
+    k = a_ptr.size - 1
+    col_a = np.empty(a.size, dtype=np.int64)
+    col_b = np.empty(b.size, dtype=np.int64)
+    tmp = np.empty(a.size + b.size, dtype=np.int64)
+    counts = np.empty(k, dtype=np.int64)
+    nparts = max(1, min(k, 4 * K["numba"].get_num_threads()))
+    K["dedup"].first_appearance(a, a_ptr, b, b_ptr, int(n), nparts, col_a, col_b, tmp, counts)
+    col_ptr = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(counts, out=col_ptr[1:])
+    src = np.empty(int(col_ptr[-1]), dtype=np.int64)
+    K["dedup"].compact_columns(a_ptr, b_ptr, col_ptr, tmp, col_a, col_b, src)
+    return col_a, col_b, src, col_ptr
+
+
 def _mb_of_rows(ptr):
     return np.repeat(np.arange(ptr.size - 1, dtype=np.int64), np.diff(ptr))
 
@@ -520,7 +547,8 @@ class GraphSAGESampler(_Sampler):
         n, k = g.n, ptr.size - 1
         dst, row_ptr = flat, ptr
         if self.frontier == "unique":
-            _, dst, row_ptr = _first_appearance(_mb_of_rows(ptr), flat, n, k)
+            _, _, dst, row_ptr = _first_appearance_segments(
+                flat, ptr, np.zeros(0, dtype=np.int64), np.zeros(k + 1, dtype=np.int64), n)
         out = BulkSample("sage", ids)
         for hop, s in enumerate(self.fanouts):
             blk = self._hop(g, dst, row_ptr, ids, hop, s, epoch)
@@ -529,7 +557,7 @@ class GraphSAGESampler(_Sampler):
         return out
 
     def _hop(self, g, dst, row_ptr, ids, hop, s, epoch):
-        n, k = g.n, row_ptr.size - 1
+        n = g.n
         R = dst.size
         row_mb = _mb_of_rows(row_ptr)
         if self.frontier == "tree":
@@ -549,8 +577,8 @@ class GraphSAGESampler(_Sampler):
             col_ptr = s_ptr[row_ptr]
             adj = LocalCSR(s_ptr, np.arange(nnz, dtype=np.int64), vals, (R, nnz), check=None)
             return SampledBlock(hop, adj, dst, cols, row_ptr, col_ptr)
-        edge_mb = np.repeat(row_mb, np.diff(s_ptr))
         if self.frontier == "tree":
+            edge_mb = np.repeat(row_mb, np.diff(s_ptr))
             nd = np.diff(row_ptr)
             col_ptr = row_ptr + s_ptr[row_ptr]
             src = np.empty(R + nnz, dtype=np.int64)
@@ -561,15 +589,15 @@ class GraphSAGESampler(_Sampler):
             src[epos] = cols
             adj = LocalCSR(s_ptr, epos, vals, (R, R + nnz), check=None)
             return SampledBlock(hop, adj, dst, src, row_ptr, col_ptr)
-        # unique: columns = this hop's rows, then new vertices (first appearance)
-        mb_all = np.concatenate([row_mb, edge_mb])
-        v_all = np.concatenate([dst, cols])
-        order = np.argsort(mb_all, kind="stable")
-        col_sorted, src, col_ptr = _first_appearance(mb_all[order], v_all[order], n, k)
-        col_of_item = np.empty_like(col_sorted)
-        col_of_item[order] = col_sorted
-        ecol = col_of_item[R:]
-        adj = _sorted_csr(s_ptr, ecol, vals, (R, src.size))
+        # unique: columns = this hop's rows, then new vertices (first appearance),
+        # de-duplicated per minibatch by the numba kernel (np.unique + argsort
+        # over minibatch*n + vertex keys dominated the time; same bits)
+        _, ecol, src, col_ptr = _first_appearance_segments(dst, row_ptr, cols, s_ptr[row_ptr], n)
+        vals = np.ascontiguousarray(vals, dtype=np.float64)
+        K = _kernels()
+        K["dedup"].sort_rows_by_column(s_ptr, ecol, vals,
+                                       max(1, min(R, 4 * K["numba"].get_num_threads())))
+        adj = LocalCSR(s_ptr, ecol, vals, (R, src.size), check=None)
         return SampledBlock(hop, adj, dst, src, row_ptr, col_ptr)
 
 
