@@ -28,6 +28,8 @@ setup(
         "test": ["pytest>=7", "hypothesis>=6.80", "pytest-timeout", "pymetis", "matplotlib"],
         "partition": ["pymetis"],
         "gpu": ["cupy-cuda13x>=13"],
+        # benchmarks/bench_kernels.py competitors; pin torch (unpinned pulls CUDA wheels)
+        "bench": ["python-graphblas[suitesparse]", "torch==2.13.0"],
     },
     entry_points={"console_scripts": ["spgnn=spgnn.__main__:main"]},
 )

@@ -12,12 +12,26 @@ Pure numba, no spgnn imports (this package is installed as
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.extending import intrinsic
 
 __all__ = [
     "ADD_PLUS", "ADD_MIN", "ADD_MAX", "ADD_TIMES",
     "MUL_TIMES", "MUL_PLUS", "MUL_FIRST", "MUL_SECOND", "MUL_PAIR",
     "ADD_CODES", "MUL_CODES", "semiring_add", "semiring_mul", "row_partition", "clamp_parts",
+    "atomic_fetch_add", "prefetch_row", "chunk_count", "PREFETCH_BYTES", "PREFETCH_DIST",
 ]
+
+#: SpMM prefetches the row of ``X`` needed ``PREFETCH_DIST`` nonzeros ahead
+#: only when ``X`` is larger than this (bytes): below it ``X`` stays in the
+#: L2/L3 caches and the extra instruction per nonzero is pure overhead
+#: (measured: about -20 % at 4 MB, +20-40 % from 16 MB up, 2-core EPYC).
+PREFETCH_BYTES = 8 << 20
+#: Prefetch distance in nonzeros: far enough ahead to cover a DRAM miss
+#: (about 100 ns) with a few tens of ns of work per nonzero, near enough that
+#: the line is still in L1/L2 when used.  8 and 32 measured worse than 16.
+PREFETCH_DIST = 16
 
 # Additive monoids.
 ADD_PLUS = 0
@@ -121,3 +135,68 @@ def clamp_parts(nparts, nrows):
     if nparts < 1 and nrows > 0:
         return 1
     return nparts
+
+
+@intrinsic
+def atomic_fetch_add(typingctx, arr, idx, val):
+    """``old = arr[idx]; arr[idx] += val; return old`` as one atomic instruction.
+
+    The work counter of the dynamic row scheduler (see :func:`chunk_count`).
+    ``arr`` is a 1-D integer array, ``idx`` is trusted (no bounds or
+    wraparound handling); memory order ``monotonic``: the counter only hands
+    out chunk numbers, it publishes no data.
+    """
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [idx], wraparound=False)
+        v = context.cast(builder, args[2], sig.args[2], aryty.dtype)
+        return builder.atomic_rmw("add", ptr, v, "monotonic")
+    return arr.dtype(arr, idx, val), codegen
+
+
+@intrinsic
+def prefetch_row(typingctx, arr, row):
+    """Software prefetch (``llvm.prefetch``, read, keep in all cache levels) of
+    the first cache line of row ``row`` of a C-contiguous 2-D array.
+
+    SpMM gathers one row of ``X`` per nonzero at a random address: the
+    hardware prefetcher cannot guess it, but the kernel knows it
+    ``PREFETCH_DIST`` nonzeros ahead (``indices[e + dist]``).  Once the first
+    line of a row is requested, the hardware's next-line prefetcher streams
+    the rest of a long row.  A prefetch never faults, but ``row`` must still
+    be in range so that the address computation stays inside the array.
+    """
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        zero = context.get_constant(types.intp, 0)
+        r = context.cast(builder, args[1], sig.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [r, zero], wraparound=False)
+        i32 = ir.IntType(32)
+        vp = ir.PointerType(ir.IntType(8))
+        fnty = ir.FunctionType(ir.VoidType(), [vp, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, vp), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+    return types.none(arr, row), codegen
+
+
+@numba.njit(cache=True, nogil=True)
+def chunk_count(nparts, nrows):
+    """Number of row chunks for the dynamic scheduler: ``4 * nparts`` clamped to ``[.., nrows]``.
+
+    Row-parallel kernels ``prange`` over ``nparts`` *workers* (a few per
+    thread, as before) and each worker pulls chunk numbers from one shared
+    atomic counter until none is left (OpenMP's ``schedule(dynamic)``, built
+    from :func:`atomic_fetch_add`).  The workers that ``prange`` puts on one
+    thread run one after the other, so the first takes chunks until they run
+    out and the others find nothing: the thread count never has to be known
+    inside the kernel (reading it would disable the on-disk cache).  Why
+    dynamic: chunks are balanced by ``nnz + rows`` but not by cache misses
+    (hub rows hit, tail rows miss), and on a shared machine a thread that is
+    descheduled for a while simply takes fewer chunks instead of making the
+    other one wait at the end.
+    """
+    return clamp_parts(4 * nparts, nrows)

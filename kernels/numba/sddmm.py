@@ -9,13 +9,20 @@ stream through rows of ``Y``.
 """
 
 import numba
+import numpy as np
 
-from ._ops import ADD_PLUS, MUL_TIMES, clamp_parts, row_partition, semiring_add, semiring_mul
+from ._ops import (ADD_PLUS, MUL_TIMES, PREFETCH_BYTES, PREFETCH_DIST, atomic_fetch_add,
+                   chunk_count, clamp_parts, prefetch_row, row_partition, semiring_add,
+                   semiring_mul)
 
 __all__ = ["csr_sddmm"]
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+# reassoc: lets LLVM vectorise the dot-product reduction over k (8 or 16
+# partial sums); contract: FMA.  Neither changes min/max selections; sums may
+# differ from a sequential loop by rounding only (the reference, numpy, does
+# not sum sequentially either).
+@numba.njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract"})
 def csr_sddmm(indptr, indices, data, x, y, add_op, mul_op, identity, nparts, out_data):
     """``out_data[e] = data[e] (x) ((+)_k x[i, k] (x) y[indices[e], k])``.
 
@@ -38,23 +45,37 @@ def csr_sddmm(indptr, indices, data, x, y, add_op, mul_op, identity, nparts, out
     -----
     The output keeps ``A``'s pattern and storage order, so unsorted indices
     and duplicates simply produce one value per stored nonzero.
-    Cost O(nnz * d); no scratch memory.
+    Cost O(nnz * d); no scratch memory.  Dynamic row-chunk scheduling and
+    prefetch of the ``y`` row ``PREFETCH_DIST`` nonzeros ahead, as in SpMM.
     """
     m = indptr.shape[0] - 1
     d = x.shape[1]
     one = out_data.dtype.type(1)
     nparts = clamp_parts(nparts, m)
-    bounds = row_partition(indptr, nparts)
-    for p in numba.prange(nparts):
-        for i in range(bounds[p], bounds[p + 1]):
-            for e in range(indptr[i], indptr[i + 1]):
-                j = indices[e]
-                acc = identity
-                if add_op == ADD_PLUS and mul_op == MUL_TIMES:
-                    # dot product fast path (plus_times / mean)
-                    for k in range(d):
-                        acc += x[i, k] * y[j, k]
-                else:
-                    for k in range(d):
-                        acc = semiring_add(add_op, acc, semiring_mul(mul_op, x[i, k], y[j, k], one))
-                out_data[e] = semiring_mul(mul_op, data[e], acc, one)
+    nchunks = chunk_count(nparts, m)
+    bounds = row_partition(indptr, nchunks)
+    nnz = np.int64(indptr[m])
+    dot = add_op == ADD_PLUS and mul_op == MUL_TIMES
+    # the rows of y are gathered like X's in SpMM: prefetch when y is big
+    dist = PREFETCH_DIST if y.shape[0] * d * y.itemsize > PREFETCH_BYTES else 0
+    counter = np.zeros(1, dtype=np.int64)
+    for w in numba.prange(nparts):
+        while True:
+            p = atomic_fetch_add(counter, 0, 1)
+            if p >= nchunks:
+                break
+            for i in range(bounds[p], bounds[p + 1]):
+                for e in range(indptr[i], indptr[i + 1]):
+                    if dist > 0 and e + dist < nnz:
+                        prefetch_row(y, indices[e + dist])
+                    j = indices[e]
+                    acc = identity
+                    if dot:
+                        # dot product fast path (plus_times / mean)
+                        for k in range(d):
+                            acc += x[i, k] * y[j, k]
+                    else:
+                        for k in range(d):
+                            acc = semiring_add(add_op, acc,
+                                               semiring_mul(mul_op, x[i, k], y[j, k], one))
+                    out_data[e] = semiring_mul(mul_op, data[e], acc, one)

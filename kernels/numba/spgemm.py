@@ -11,19 +11,106 @@ chunks of rows balanced by ``A``'s nonzero count.
 * :func:`csr_spgemm_numeric` fills sorted, duplicate-free column indices and
   the semiring-reduced values into the preallocated output.
 
-Each chunk owns a dense marker array (and, numerically, a dense accumulator)
-of length ``B.shape[1]``, allocated once per chunk rather than per row: the
-marker stores the row that last touched a column, so it never needs
-clearing between rows.  Scratch is O(nparts * ncols) in total, with at most
-one chunk's worth live per thread.
+Each output row takes the cheapest of three paths, decided per row:
+
+1. **copy** -- ``A``'s row has one nonzero ``(i, k)`` and ``B[k, :]`` is
+   strictly increasing (sorted, no duplicates): the output row is ``B[k, :]``
+   scaled, no scratch at all.  This is the sampling shape ``Q @ A`` (``Q`` a
+   row-selection matrix) and the reason ``Q @ A`` costs no more than a row
+   gather.
+2. **ESC** (expand, sort, compress) -- at most :data:`SMALL` products: the
+   (column, value) pairs go to a small per-worker buffer, a stable insertion
+   sort orders them by column, and equal columns are reduced in storage
+   order.  No O(ncols) scratch is touched, so short rows cost O(flops^2) with
+   a tiny constant instead of cache misses in a big marker array.
+3. **dense** -- a per-worker dense marker (the row that last touched each
+   column, so it is never cleared) and accumulator of length ``B.shape[1]``,
+   allocated lazily, once per worker, on the first row that needs them.  The
+   row's distinct columns are then emitted in order either by scanning the
+   touched column range ``[cmin, cmax]`` of the marker (when that range is
+   at most ``SCAN_RATIO`` times the row's entry count: dense rows, e.g. the
+   hub rows of a power-law ``A @ A``) or by sorting the row's column list
+   (sparse rows).
+
+Scheduling is dynamic (:func:`_ops.chunk_count`): ``nparts`` workers pull
+row chunks balanced by ``A``'s nonzero count from an atomic counter.
 """
 
 import numba
 import numpy as np
 
-from ._ops import clamp_parts, row_partition, semiring_add, semiring_mul
+from ._ops import (ADD_PLUS, MUL_TIMES, atomic_fetch_add, chunk_count, clamp_parts,
+                   row_partition, semiring_add, semiring_mul)
 
-__all__ = ["csr_spgemm_symbolic", "csr_spgemm_numeric"]
+__all__ = ["csr_spgemm_symbolic", "csr_spgemm_numeric", "SMALL", "SCAN_RATIO"]
+
+#: Rows with at most this many scalar products use expand-sort-compress.
+SMALL = 32
+#: Dense rows are emitted by scanning the marker over ``[cmin, cmax]`` when
+#: that span is at most ``SCAN_RATIO`` times the row's distinct column count
+#: (a linear scan then beats an O(r log r) sort), else by sorting.
+SCAN_RATIO = 16
+#: Largest marker tag: markers are int32 (half the cache footprint of int64)
+#: holding a per-worker row counter that restarts, after clearing the
+#: marker, when it reaches this value.
+_TAG_MAX = 2**31 - 2
+
+
+# Per-worker scratch is allocated through these opaque calls on purpose:
+# numba's parfor pass hoists a plain ``np.empty``/``np.zeros`` whose size does
+# not depend on the loop variable out of a ``prange`` loop and shares the one
+# array among all threads -- a data race for scratch that must be private.
+@numba.njit(cache=True, nogil=True)
+def _zeros_i32(n):
+    return np.zeros(n, dtype=np.int32)
+
+
+@numba.njit(cache=True, nogil=True)
+def _zeros_like_dtype(n, like):
+    return np.zeros(n, dtype=like.dtype)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _next_tag(tag, marker):
+    """The next marker tag of a worker; clears ``marker`` when the counter wraps."""
+    if tag >= _TAG_MAX:
+        marker[:] = 0
+        return 1
+    return tag + 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _strictly_increasing(idx, lo, hi):
+    """``idx[lo:hi]`` sorted without duplicates (a row the copy path can take verbatim)."""
+    for e in range(lo + 1, hi):
+        if idx[e] <= idx[e - 1]:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _row_flops(a_indptr, a_indices, b_indptr, i):
+    """Number of scalar products of output row ``i``: ``sum_k nnz(B[k, :])``."""
+    f = 0
+    for ea in range(a_indptr[i], a_indptr[i + 1]):
+        k = a_indices[ea]
+        f += b_indptr[k + 1] - b_indptr[k]
+    return f
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _insertion_sort(keys, vals, r):
+    """Stable in-place sort of ``keys[:r]`` (and ``vals[:r]`` alongside); ``r <= SMALL``."""
+    for q in range(1, r):
+        kq = keys[q]
+        vq = vals[q]
+        t = q - 1
+        while t >= 0 and keys[t] > kq:
+            keys[t + 1] = keys[t]
+            vals[t + 1] = vals[t]
+            t -= 1
+        keys[t + 1] = kq
+        vals[t + 1] = vq
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -37,32 +124,66 @@ def csr_spgemm_symbolic(a_indptr, a_indices, b_indptr, b_indices, b_ncols, npart
         share one index dtype
     b_ncols : int
     nparts : int
-        Number of row chunks (clamped to ``[1, m]``).
+        Number of workers (clamped to ``[1, m]``); a few per thread.
     out_indptr : int64 array ``(m + 1,)``, overwritten
 
     Notes
     -----
     Duplicates in ``A`` or ``B`` and unsorted indices are fine: a column is
-    counted once per row however many terms reach it.  Cost O(flops + m) plus
-    O(nparts * b_ncols) for the markers, where ``flops`` is the number of
-    scalar products ``sum_{(i,k) in A} nnz(B[k, :])``.
+    counted once per row however many terms reach it.  Per row, the copy,
+    ESC or dense path of the module docstring.  Cost O(flops + m) plus
+    O(workers * b_ncols) for the markers of workers that meet a dense row,
+    where ``flops`` is the number of scalar products
+    ``sum_{(i,k) in A} nnz(B[k, :])``.
     """
     m = a_indptr.shape[0] - 1
     nparts = clamp_parts(nparts, m)
-    bounds = row_partition(a_indptr, nparts)
+    nchunks = chunk_count(nparts, m)
+    bounds = row_partition(a_indptr, nchunks)
     out_indptr[0] = 0
-    for p in numba.prange(nparts):
-        marker = np.full(b_ncols, -1, dtype=np.int64)
-        for i in range(bounds[p], bounds[p + 1]):
-            count = 0
-            for ea in range(a_indptr[i], a_indptr[i + 1]):
-                k = a_indices[ea]
-                for eb in range(b_indptr[k], b_indptr[k + 1]):
-                    j = b_indices[eb]
-                    if marker[j] != i:
-                        marker[j] = i
-                        count += 1
-            out_indptr[i + 1] = count
+    counter = np.zeros(1, dtype=np.int64)
+    for w in numba.prange(nparts):
+        marker = _zeros_i32(0)
+        tag = 0
+        buf = _zeros_like_dtype(SMALL, b_indices)
+        while True:
+            p = atomic_fetch_add(counter, 0, 1)
+            if p >= nchunks:
+                break
+            for i in range(bounds[p], bounds[p + 1]):
+                alo = a_indptr[i]
+                ahi = a_indptr[i + 1]
+                if ahi - alo == 1:
+                    k = a_indices[alo]
+                    if _strictly_increasing(b_indices, b_indptr[k], b_indptr[k + 1]):
+                        out_indptr[i + 1] = b_indptr[k + 1] - b_indptr[k]
+                        continue
+                flops = _row_flops(a_indptr, a_indices, b_indptr, i)
+                count = 0
+                if flops <= SMALL:
+                    r = 0
+                    for ea in range(alo, ahi):
+                        k = a_indices[ea]
+                        for eb in range(b_indptr[k], b_indptr[k + 1]):
+                            buf[r] = b_indices[eb]
+                            r += 1
+                    _insertion_sort(buf, buf, r)
+                    for q in range(r):
+                        if q == 0 or buf[q] != buf[q - 1]:
+                            count += 1
+                else:
+                    if marker.shape[0] == 0:
+                        marker = _zeros_i32(b_ncols)
+                    tag = _next_tag(tag, marker)
+                    mk = np.int32(tag)
+                    for ea in range(alo, ahi):
+                        k = a_indices[ea]
+                        for eb in range(b_indptr[k], b_indptr[k + 1]):
+                            j = b_indices[eb]
+                            # branchless: the test is unpredictable on power-law rows
+                            count += marker[j] != mk
+                            marker[j] = mk
+                out_indptr[i + 1] = count
     # prefix sum: serial, O(m), negligible next to the products
     for i in range(m):
         out_indptr[i + 1] += out_indptr[i]
@@ -81,7 +202,7 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
     add_op, mul_op : int
         Semiring codes (``_ops.ADD_*``, ``_ops.MUL_*``).
     nparts : int
-        Number of row chunks (clamped to ``[1, m]``).
+        Number of workers (clamped to ``[1, m]``); a few per thread.
     out_indptr : int array ``(m + 1,)`` from the symbolic pass (input)
     out_indices : int array ``(nnz_C,)``, overwritten
     out_data : float array ``(nnz_C,)``, overwritten
@@ -97,43 +218,143 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
     Notes
     -----
     Terms are reduced in storage order (nonzeros of ``A`` row ``i``, then of
-    ``B`` row ``k``): the first term initialises the accumulator, so no
-    identity is needed and structural zeros are kept.  Each row's columns are
-    then sorted in place (O(r log r) for ``r`` output entries) and values
-    gathered from the dense accumulator.  Cost O(flops + nnz_C log) time.
+    ``B`` row ``k``) on every path (the ESC sort is stable): the first term
+    initialises the accumulator, so no identity is needed and structural
+    zeros are kept.  Output columns are sorted and distinct.  Cost
+    O(flops + sum_rows min(r log r, span)) time; per worker O(SMALL) scratch
+    plus, lazily, O(b_ncols).
     """
     m = a_indptr.shape[0] - 1
     one = out_data.dtype.type(1)
     nparts = clamp_parts(nparts, m)
-    bounds = row_partition(a_indptr, nparts)
+    nchunks = chunk_count(nparts, m)
+    bounds = row_partition(a_indptr, nchunks)
+    counter = np.zeros(1, dtype=np.int64)
+    zero = out_data.dtype.type(0)
+    # plus_times: keep the dense accumulator all-zero between rows, so the
+    # first term needs no special case and the accumulation is branch-free
+    pt = add_op == ADD_PLUS and mul_op == MUL_TIMES
     bad_rows = 0
-    for p in numba.prange(nparts):
-        marker = np.full(b_ncols, -1, dtype=np.int64)
-        acc = np.empty(b_ncols, dtype=out_data.dtype)
+    for w in numba.prange(nparts):
+        marker = _zeros_i32(0)
+        tag = 0
+        acc = _zeros_like_dtype(0, out_data)
+        kbuf = _zeros_like_dtype(SMALL, out_indices)
+        vbuf = _zeros_like_dtype(SMALL, out_data)
         bad = 0
-        for i in range(bounds[p], bounds[p + 1]):
-            start = out_indptr[i]
-            end = out_indptr[i + 1]
-            pos = start
-            for ea in range(a_indptr[i], a_indptr[i + 1]):
-                k = a_indices[ea]
-                av = a_data[ea]
-                for eb in range(b_indptr[k], b_indptr[k + 1]):
-                    j = b_indices[eb]
-                    v = semiring_mul(mul_op, av, b_data[eb], one)
-                    if marker[j] != i:
-                        marker[j] = i
-                        acc[j] = v
-                        if pos < end:
-                            out_indices[pos] = j
-                        pos += 1
-                    else:
-                        acc[j] = semiring_add(add_op, acc[j], v)
-            if pos != end:
-                bad += 1
-                pos = min(pos, end)
-            out_indices[start:pos].sort()
-            for q in range(start, pos):
-                out_data[q] = acc[out_indices[q]]
+        while True:
+            p = atomic_fetch_add(counter, 0, 1)
+            if p >= nchunks:
+                break
+            for i in range(bounds[p], bounds[p + 1]):
+                start = out_indptr[i]
+                end = out_indptr[i + 1]
+                alo = a_indptr[i]
+                ahi = a_indptr[i + 1]
+                # -- copy path: one nonzero in A's row, B's row sorted and distinct
+                if ahi - alo == 1:
+                    k = a_indices[alo]
+                    blo = b_indptr[k]
+                    bhi = b_indptr[k + 1]
+                    if _strictly_increasing(b_indices, blo, bhi):
+                        av = a_data[alo]
+                        r = bhi - blo
+                        if r != end - start:
+                            bad += 1
+                            r = min(r, end - start)
+                        for q in range(r):
+                            out_indices[start + q] = b_indices[blo + q]
+                            out_data[start + q] = semiring_mul(mul_op, av, b_data[blo + q], one)
+                        continue
+                flops = _row_flops(a_indptr, a_indices, b_indptr, i)
+                if flops <= SMALL:
+                    # -- ESC path: expand, stable sort, compress in storage order
+                    r = 0
+                    for ea in range(alo, ahi):
+                        k = a_indices[ea]
+                        av = a_data[ea]
+                        for eb in range(b_indptr[k], b_indptr[k + 1]):
+                            kbuf[r] = b_indices[eb]
+                            vbuf[r] = semiring_mul(mul_op, av, b_data[eb], one)
+                            r += 1
+                    _insertion_sort(kbuf, vbuf, r)
+                    pos = start
+                    for q in range(r):
+                        if q == 0 or kbuf[q] != kbuf[q - 1]:
+                            if pos < end:
+                                out_indices[pos] = kbuf[q]
+                                out_data[pos] = vbuf[q]
+                            pos += 1
+                        elif pos - 1 < end:
+                            out_data[pos - 1] = semiring_add(add_op, out_data[pos - 1], vbuf[q])
+                    if pos != end:
+                        bad += 1
+                    continue
+                # -- dense path: marker + accumulator, then scan or sort
+                if marker.shape[0] == 0:
+                    marker = _zeros_i32(b_ncols)
+                    acc = _zeros_like_dtype(b_ncols, out_data)
+                tag = _next_tag(tag, marker)
+                mk = np.int32(tag)
+                # emit by scanning the marker when the row is dense enough
+                # (decided from the symbolic count; the span is refined below)
+                scan = (end - start) * SCAN_RATIO >= b_ncols
+                pos = start
+                cmin = b_ncols
+                cmax = -1
+                if pt and scan:
+                    for ea in range(alo, ahi):
+                        k = a_indices[ea]
+                        av = a_data[ea]
+                        for eb in range(b_indptr[k], b_indptr[k + 1]):
+                            j = b_indices[eb]
+                            acc[j] += av * b_data[eb]
+                            marker[j] = mk
+                            cmin = min(cmin, j)
+                            cmax = max(cmax, j)
+                else:
+                    for ea in range(alo, ahi):
+                        k = a_indices[ea]
+                        av = a_data[ea]
+                        for eb in range(b_indptr[k], b_indptr[k + 1]):
+                            j = b_indices[eb]
+                            v = semiring_mul(mul_op, av, b_data[eb], one)
+                            if marker[j] != mk:
+                                marker[j] = mk
+                                if pt:
+                                    acc[j] += v
+                                else:
+                                    acc[j] = v
+                                if not scan:
+                                    if pos < end:
+                                        out_indices[pos] = j
+                                    pos += 1
+                                else:
+                                    cmin = min(cmin, j)
+                                    cmax = max(cmax, j)
+                            elif pt:
+                                acc[j] += v
+                            else:
+                                acc[j] = semiring_add(add_op, acc[j], v)
+                if scan:
+                    for j in range(cmin, cmax + 1):
+                        if marker[j] == mk:
+                            if pos < end:
+                                out_indices[pos] = j
+                                out_data[pos] = acc[j]
+                            pos += 1
+                            if pt:
+                                acc[j] = zero
+                    if pos != end:
+                        bad += 1
+                else:
+                    if pos != end:
+                        bad += 1
+                        pos = min(pos, end)
+                    out_indices[start:pos].sort()
+                    for q in range(start, pos):
+                        out_data[q] = acc[out_indices[q]]
+                        if pt:
+                            acc[out_indices[q]] = zero
         bad_rows += bad
     return bad_rows

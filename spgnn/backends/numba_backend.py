@@ -43,6 +43,39 @@ def _nparts(k):
     return 4 * k["numba"].get_num_threads()
 
 
+#: Below this many scalar operations (nnz * n for SpMM/SDDMM, flops for
+#: SpGEMM; about 0.5 ms of one core) a kernel runs on the calling thread
+#: alone: waking the thread pool costs ~10 us on an idle machine but whole
+#: scheduler time slices (ms) when other jobs occupy the cores, which made
+#: small calls (sampling-sized Q @ A, tiny SpMMs) 5-10x slower than serial.
+SERIAL_WORK = 1_000_000
+
+
+class _threads:
+    """Context manager: ``numba.set_num_threads(1)`` when ``work`` is small, restored on exit.
+
+    ``set_num_threads`` is thread-local and cheap; with one thread numba's
+    OpenMP region does not wake the pool.  Results do not depend on it.
+    """
+
+    def __init__(self, k, work):
+        self.numba = k["numba"]
+        self.serial = work < SERIAL_WORK
+        self.saved = None
+
+    def __enter__(self):
+        if self.serial:
+            self.saved = self.numba.get_num_threads()
+            if self.saved != 1:
+                self.numba.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None and self.saved != 1:
+            self.numba.set_num_threads(self.saved)
+        return False
+
+
 def _codes(k, semiring):
     ops = k["ops"]
     return ops.ADD_CODES[semiring.add.name], ops.MUL_CODES[semiring.multiply]
@@ -51,6 +84,19 @@ def _codes(k, semiring):
 def _common_index(*arrays):
     """int64 if any operand uses it, else int32: one index dtype per kernel call."""
     return np.dtype(np.int64) if any(a.dtype == np.int64 for a in arrays) else np.dtype(np.int32)
+
+
+def _flops(a, b):
+    """Scalar products of ``A @ B`` (``sum_{(i,k) in A} nnz(B[k, :])``), O(nnz(A)) in numpy.
+
+    Gathers ``b.indptr`` at ``a.indices`` rather than differencing all of
+    ``b.indptr``: a sampled ``Q @ A`` has a few thousand nonzeros in ``Q`` but
+    ``A`` may have millions of rows.
+    """
+    if a.nnz == 0:
+        return 0
+    k = a.indices.astype(np.int64, copy=False)
+    return int((b.indptr[k + 1].astype(np.int64) - b.indptr[k]).sum())
 
 
 @register_backend
@@ -100,11 +146,12 @@ class NumbaBackend(Backend):
         y = out if direct else np.empty((m, n), dtype=dt)
         add, mul = _codes(k, semiring)
         ops = k["ops"]
-        if add == ops.ADD_PLUS and mul == ops.MUL_TIMES:
-            k["spmm"].csr_spmm_plus_times(a.indptr, a.indices, data, x, _nparts(k), y)
-        else:
-            k["spmm"].csr_spmm_rowwise(a.indptr, a.indices, data, x, add, mul,
-                                       dt.type(semiring.add.identity), _nparts(k), y)
+        with _threads(k, a.nnz * n + m * n):
+            if add == ops.ADD_PLUS and mul == ops.MUL_TIMES:
+                k["spmm"].csr_spmm_plus_times(a.indptr, a.indices, data, x, _nparts(k), y)
+            else:
+                k["spmm"].csr_spmm_rowwise(a.indptr, a.indices, data, x, add, mul,
+                                           dt.type(semiring.add.identity), _nparts(k), y)
         if semiring.row_mean:
             y /= np.maximum(np.diff(a.indptr), 1).astype(dt)[:, None]
         if out is not None and not direct:
@@ -119,10 +166,11 @@ class NumbaBackend(Backend):
         k = _kernels()
         idt = _common_index(a.indices, b.indices)
         out_indptr = np.empty(a.shape[0] + 1, dtype=np.int64)
-        k["spgemm"].csr_spgemm_symbolic(
-            a.indptr.astype(idt, copy=False), a.indices.astype(idt, copy=False),
-            b.indptr.astype(idt, copy=False), b.indices.astype(idt, copy=False),
-            b.shape[1], _nparts(k), out_indptr)
+        with _threads(k, _flops(a, b)):
+            k["spgemm"].csr_spgemm_symbolic(
+                a.indptr.astype(idt, copy=False), a.indices.astype(idt, copy=False),
+                b.indptr.astype(idt, copy=False), b.indices.astype(idt, copy=False),
+                b.shape[1], _nparts(k), out_indptr)
         return out_indptr
 
     def spgemm_numeric(self, a, b, indptr, semiring):
@@ -145,12 +193,13 @@ class NumbaBackend(Backend):
         out_indptr = indptr.astype(idt)
         out_indices = np.empty(nnz, dtype=idt)
         out_data = np.empty(nnz, dtype=dt)
-        bad = k["spgemm"].csr_spgemm_numeric(
-            a.indptr.astype(idt, copy=False), a.indices.astype(idt, copy=False),
-            a.data.astype(dt, copy=False),
-            b.indptr.astype(idt, copy=False), b.indices.astype(idt, copy=False),
-            b.data.astype(dt, copy=False), n, add, mul, _nparts(k),
-            out_indptr, out_indices, out_data)
+        with _threads(k, _flops(a, b)):
+            bad = k["spgemm"].csr_spgemm_numeric(
+                a.indptr.astype(idt, copy=False), a.indices.astype(idt, copy=False),
+                a.data.astype(dt, copy=False),
+                b.indptr.astype(idt, copy=False), b.indices.astype(idt, copy=False),
+                b.data.astype(dt, copy=False), n, add, mul, _nparts(k),
+                out_indptr, out_indices, out_data)
         if bad:
             raise V.indptr_mismatch(int(bad))
         if semiring.row_mean:
@@ -169,9 +218,11 @@ class NumbaBackend(Backend):
         k = _kernels()
         add, mul = _codes(k, semiring)
         out_data = np.empty(a.nnz, dtype=dt)
-        k["sddmm"].csr_sddmm(a.indptr, a.indices, a.data.astype(dt, copy=False),
-                             np.ascontiguousarray(x, dtype=dt), np.ascontiguousarray(y, dtype=dt),
-                             add, mul, dt.type(semiring.add.identity), _nparts(k), out_data)
+        with _threads(k, a.nnz * x.shape[1]):
+            k["sddmm"].csr_sddmm(a.indptr, a.indices, a.data.astype(dt, copy=False),
+                                 np.ascontiguousarray(x, dtype=dt),
+                                 np.ascontiguousarray(y, dtype=dt),
+                                 add, mul, dt.type(semiring.add.identity), _nparts(k), out_data)
         return LocalCSR(a.indptr, a.indices, out_data, a.shape, check=None)
 
     # -- extraction ----------------------------------------------------------

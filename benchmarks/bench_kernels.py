@@ -1,0 +1,524 @@
+"""Local CPU kernels side by side in one process: SpMM, SDDMM, SpGEMM.
+
+spgnn's numba backend against scipy (single-threaded sparsetools),
+python-graphblas (SuiteSparse:GraphBLAS) and torch CSR (``torch==2.13.0``),
+on the same inputs (CSR with int32 indices, float32 values) and the same
+thread count, timed interleaved (A B C A B C ...) with the median over
+repetitions.  Compile time is excluded from every timing (one warm-up call
+first) and reported separately, together with the machine's streaming
+bandwidth (a triad measured in the same run) and each SpMM as a fraction of
+the bandwidth bound under the gather traffic model (see ``traffic model``
+in the output).
+
+Run (the numbers in ``docs/performance.md``, section "Local kernels")::
+
+    python benchmarks/bench_kernels.py --threads 2 --json > kernels.json
+    python benchmarks/bench_kernels.py --quick            # < 1 min subset
+
+Needs ``pip install python-graphblas suitesparse-graphblas torch==2.13.0``
+(the ``bench`` extra); a missing one is reported and skipped.  Real graphs
+come from the shared data folder (:func:`spgnn.testing.data.find_shared_data`).
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# Thread settings must be in the environment before numba, torch or
+# graphblas start their OpenMP runtimes, so parse them first.
+_pre = argparse.ArgumentParser(add_help=False)
+_pre.add_argument("--threads", type=int, default=2)
+_pre.add_argument("--omp-wait-policy", default="passive")
+_pre_args, _ = _pre.parse_known_args()
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ[_var] = str(_pre_args.threads)
+if _pre_args.omp_wait_policy:
+    os.environ["OMP_WAIT_POLICY"] = _pre_args.omp_wait_policy
+
+import numpy as np  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
+
+GATHER_MODEL = ("bytes = nnz*(4*f + 8) + m*f*4: per stored nonzero one int32 column index, "
+                "one float32 value and one f-float row of X gathered; Y written once. "
+                "Right when X does not stay in cache (random neighbours); rows of X "
+                "that hit in cache make the 'fraction of bound' exceed what DRAM alone "
+                "could give, so values near or above 1 mean cache reuse.")
+TRIAD_MODEL = "a = b + s*c over float32 arrays, 12 bytes per element (write-allocate not counted)"
+REAL_GRAPHS = {
+    "snap_ego_twitter": ("snap_ego_twitter", "ego-twitter-undirected.jlg"),
+    "snap_soc_slashdot0902": ("snap_soc_slashdot0902", "soc-Slashdot0902.txt.gz"),
+    "luxembourg_osm": ("luxembourg_osm", "luxembourg_osm.mtx"),
+}
+
+
+# --------------------------------------------------------------------------- #
+# helpers
+# --------------------------------------------------------------------------- #
+
+def log(msg, args):
+    if not args.json:
+        print(msg, flush=True)
+    else:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def interleave(fns, repeat, warmup=1):
+    """``{name: (median_s, min_s)}``; each repetition runs every function once, in turn."""
+    for _ in range(warmup):
+        for f in fns.values():
+            f()
+    times = {k: [] for k in fns}
+    for _ in range(max(1, repeat)):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
+
+
+def as_int32_csr(A):
+    A = sp.csr_array(A, dtype=np.float32)
+    A.sum_duplicates()
+    A.sort_indices()
+    if A.nnz >= 2**31 or max(A.shape) >= 2**31:
+        raise ValueError("benchmark graphs must fit int32 indices")
+    return sp.csr_array((A.data, A.indices.astype(np.int32), A.indptr.astype(np.int32)),
+                        shape=A.shape)
+
+
+def load(spec, data_dir):
+    from spgnn.io import load_graph
+    if spec in REAL_GRAPHS:
+        if data_dir is None:
+            return None
+        path = data_dir.joinpath(*REAL_GRAPHS[spec])
+        if not path.exists():
+            return None
+        return as_int32_csr(load_graph(str(path)).adj)
+    return as_int32_csr(load_graph(spec).adj)
+
+
+def machine(threads):
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info = {"cpu": cpu, "cores": os.cpu_count(), "threads": threads,
+            "python": platform.python_version(), "platform": platform.platform(),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "loadavg_start": list(os.getloadavg())}
+    try:
+        import numba
+        info["numba"] = numba.__version__
+        info["numba_threading_layer"] = os.environ.get("NUMBA_THREADING_LAYER", "default")
+    except ImportError:
+        pass
+    info["numpy"] = np.__version__
+    import scipy
+    info["scipy"] = scipy.__version__
+    return info
+
+
+# --------------------------------------------------------------------------- #
+# optional competitors
+# --------------------------------------------------------------------------- #
+
+def import_torch(threads):
+    try:
+        import warnings
+        import torch
+        warnings.filterwarnings("ignore", message=".*[Ss]parse.*")
+        torch.set_num_threads(threads)
+        return torch
+    except ImportError:
+        return None
+
+
+def import_graphblas(threads):
+    try:
+        import graphblas as gb
+        gb.ss.config["nthreads"] = threads
+        return gb
+    except Exception:  # ImportError, or a broken SuiteSparse binary
+        return None
+
+
+def gb_matrix(gb, A):
+    return gb.Matrix.ss.import_csr(nrows=A.shape[0], ncols=A.shape[1],
+                                   indptr=A.indptr.astype(np.int64),
+                                   col_indices=A.indices.astype(np.int64),
+                                   values=A.data, take_ownership=False)
+
+
+def torch_csr(torch, A):
+    return torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
+                                   torch.from_numpy(A.indices.astype(np.int64)),
+                                   torch.from_numpy(A.data), size=A.shape)
+
+
+# --------------------------------------------------------------------------- #
+# measurements
+# --------------------------------------------------------------------------- #
+
+def triad_bandwidth(n, repeat):
+    """Streaming bandwidth (GB/s) of a parallel numba triad, and its compile time."""
+    import numba
+
+    @numba.njit(parallel=True, nogil=True)
+    def triad(a, b, c, s):
+        for i in numba.prange(a.shape[0]):
+            a[i] = b[i] + s * c[i]
+
+    a = np.empty(n, np.float32)
+    b = np.ones(n, np.float32)
+    c = np.ones(n, np.float32)
+    t0 = time.perf_counter()
+    triad(a[:16], b[:16], c[:16], np.float32(0.5))
+    compile_s = time.perf_counter() - t0
+    med, best = interleave({"triad": lambda: triad(a, b, c, np.float32(0.5))}, repeat)["triad"]
+    return {"elements": n, "model": TRIAD_MODEL, "median_gbs": 12 * n / med / 1e9,
+            "best_gbs": 12 * n / best / 1e9, "compile_s": compile_s}
+
+
+def first_calls(be):
+    """First call of each spgnn kernel in this process (cache load or compile) vs a warm call."""
+    from spgnn.core.local import LocalCSR
+    A = as_int32_csr(sp.random(64, 64, density=0.1, random_state=0, format="csr"))
+    La = LocalCSR(A.indptr, A.indices, A.data, A.shape, check=None)
+    X = np.ones((64, 8), np.float32)
+    out = {}
+    for name, fn in (("spmm", lambda: be.spmm(La, X, "plus_times")),
+                     ("sddmm", lambda: be.sddmm(La, X, X, "plus_times")),
+                     ("spgemm", lambda: be.spgemm(La, La, "plus_times"))):
+        t0 = time.perf_counter()
+        fn()
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        fn()
+        out[name] = {"first_call_s": first, "warm_call_s": time.perf_counter() - t0}
+    return out
+
+
+_COLD = r"""
+import time, numpy as np, scipy.sparse as sp
+t0 = time.perf_counter()
+import spgnn
+t_import = time.perf_counter() - t0
+from spgnn.backends import get_backend
+from spgnn.core.local import LocalCSR
+A = sp.random(64, 64, density=0.1, random_state=0, format="csr", dtype=np.float32)
+La = LocalCSR(A.indptr.astype(np.int32), A.indices.astype(np.int32), A.data, A.shape, check=None)
+be = get_backend("numba")
+t0 = time.perf_counter(); be.spmm(La, np.ones((64, 8), np.float32), "plus_times")
+t_spmm = time.perf_counter() - t0
+t0 = time.perf_counter(); be.spgemm(La, La, "plus_times")
+t_spgemm = time.perf_counter() - t0
+print(t_import, t_spmm, t_spgemm)
+"""
+
+
+def cold_start(threads):
+    """``import spgnn`` and first-call costs in fresh processes: empty numba cache, then warm cache."""
+    env = dict(os.environ, NUMBA_NUM_THREADS=str(threads))
+    out = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env["NUMBA_CACHE_DIR"] = cache
+        for label in ("empty_cache", "warm_cache"):
+            proc = subprocess.run([sys.executable, "-c", _COLD], env=env, capture_output=True,
+                                  text=True, timeout=600)
+            if proc.returncode != 0:
+                out[label] = {"error": proc.stderr.strip().splitlines()[-1:]}
+                continue
+            t_import, t_spmm, t_spgemm = map(float, proc.stdout.split())
+            out[label] = {"import_spgnn_s": t_import, "first_spmm_s": t_spmm,
+                          "first_spgemm_s": t_spgemm}
+    return out
+
+
+def bench_spmm(name, A, feats, libs, be, triad_gbs, repeat, seed=0):
+    from spgnn.core.local import LocalCSR
+    torch, gb = libs.get("torch"), libs.get("graphblas")
+    m, n = A.shape
+    La = LocalCSR(A.indptr, A.indices, A.data, A.shape, check=None)
+    At = torch_csr(torch, A) if torch is not None else None
+    Ga = gb_matrix(gb, A) if gb is not None else None
+    rows = []
+    for f in feats:
+        X = np.random.default_rng(seed).random((n, f), dtype=np.float32)
+        Y = np.empty((m, f), np.float32)
+        fns = {"spgnn": lambda: be.spmm(La, X, "plus_times", out=Y),
+               "scipy": lambda: A @ X}
+        if At is not None:
+            Xt = torch.from_numpy(X)
+            fns["torch_csr"] = lambda: torch.sparse.mm(At, Xt)
+        if Ga is not None:
+            Gx = gb.Matrix.ss.import_fullr(X, take_ownership=False)
+            fns["graphblas"] = lambda: Ga.mxm(Gx, gb.semiring.plus_times).new()
+        res = interleave(fns, repeat)
+        ref = A @ X
+        ok = bool(np.allclose(Y, ref, rtol=1e-4, atol=1e-4))
+        model_bytes = A.nnz * (4 * f + 8) + m * f * 4
+        rec = {"graph": name, "m": m, "nnz": int(A.nnz), "f": f, "correct": ok,
+               "model_bytes": model_bytes, "times_s": {k: v[0] for k, v in res.items()},
+               "best_s": {k: v[1] for k, v in res.items()}}
+        t = rec["times_s"]
+        rec["spgnn_model_gbs"] = model_bytes / t["spgnn"] / 1e9
+        rec["fraction_of_bound"] = rec["spgnn_model_gbs"] / triad_gbs if triad_gbs else None
+        rec["speedup_vs"] = {k: t[k] / t["spgnn"] for k in t if k != "spgnn"}
+        rows.append(rec)
+    return rows
+
+
+def bench_sddmm(name, A, f, libs, be, repeat, seed=0):
+    from spgnn.core.local import LocalCSR
+    torch = libs.get("torch")
+    m, n = A.shape
+    La = LocalCSR(A.indptr, A.indices, A.data, A.shape, check=None)
+    rng = np.random.default_rng(seed)
+    X = rng.random((m, f), dtype=np.float32)
+    Yd = rng.random((n, f), dtype=np.float32)
+    rows_idx = np.repeat(np.arange(m, dtype=np.int64), np.diff(A.indptr))
+    step = max(1, (1 << 24) // max(1, f))  # gather at most 64 MiB of rows at a time
+
+    def numpy_gather():
+        out = np.empty(A.nnz, np.float32)
+        for s in range(0, A.nnz, step):
+            e = min(A.nnz, s + step)
+            out[s:e] = A.data[s:e] * np.einsum("ij,ij->i", X[rows_idx[s:e]], Yd[A.indices[s:e]])
+        return out
+
+    fns = {"spgnn": lambda: be.sddmm(La, X, Yd, "plus_times"), "numpy_gather": numpy_gather}
+    if torch is not None:
+        At = torch_csr(torch, A)
+        Xt, Yt = torch.from_numpy(X), torch.from_numpy(np.ascontiguousarray(Yd.T))
+        try:
+            torch.sparse.sampled_addmm(At, Xt, Yt, beta=0.0)
+            fns["torch_sampled_addmm"] = lambda: torch.sparse.sampled_addmm(At, Xt, Yt, beta=0.0)
+        except Exception:  # not supported on this build
+            pass
+    res = interleave(fns, repeat)
+    got = be.sddmm(La, X, Yd, "plus_times").data
+    ok = bool(np.allclose(got, numpy_gather(), rtol=1e-4, atol=1e-4))
+    t = {k: v[0] for k, v in res.items()}
+    best_alt = min((k for k in t if k != "spgnn"), key=t.get)
+    return {"graph": name, "m": m, "nnz": int(A.nnz), "f": f, "correct": ok, "times_s": t,
+            "best_alternative": best_alt, "speedup_vs_best": t[best_alt] / t["spgnn"]}
+
+
+def bench_spgemm(name, kind, A, B, libs, be, repeat):
+    from spgnn.core.local import LocalCSR
+    gb = libs.get("graphblas")
+    La = LocalCSR(A.indptr, A.indices, A.data, A.shape, check=None)
+    Lb = LocalCSR(B.indptr, B.indices, B.data, B.shape, check=None)
+    fns = {"spgnn": lambda: be.spgemm(La, Lb, "plus_times"), "scipy": lambda: A @ B}
+    if gb is not None:
+        Ga, Gb = gb_matrix(gb, A), gb_matrix(gb, B)
+        fns["graphblas"] = lambda: Ga.mxm(Gb, gb.semiring.plus_times).new()
+    res = interleave(fns, repeat)
+    C = be.spgemm(La, Lb, "plus_times")
+    S = sp.csr_array(A @ B)
+    S.sort_indices()
+    ok = bool(np.array_equal(C.indptr, S.indptr) and np.array_equal(C.indices, S.indices)
+              and np.allclose(C.data, S.data, rtol=1e-4, atol=1e-5))
+    flops = int(np.diff(B.indptr)[A.indices].sum())
+    t = {k: v[0] for k, v in res.items()}
+    return {"graph": name, "kind": kind, "shape": [A.shape[0], B.shape[1]], "nnz_a": int(A.nnz),
+            "flops": flops, "nnz_c": int(C.nnz), "correct": ok, "times_s": t,
+            "speedup_vs": {k: t[k] / t["spgnn"] for k in t if k != "spgnn"}}
+
+
+def selection(n, b, seed=0):
+    rows = np.sort(np.random.default_rng(seed).choice(n, size=min(b, n), replace=False))
+    k = rows.shape[0]
+    return sp.csr_array((np.ones(k, np.float32), rows.astype(np.int32),
+                         np.arange(k + 1, dtype=np.int32)), shape=(k, n))
+
+
+def bench_locality(name, A, f, be, triad_gbs, repeat, seed=0):
+    from spgnn.core.local import LocalCSR
+    from spgnn.partition import reorder
+    m = A.shape[0]
+    X = np.random.default_rng(seed).random((m, f), dtype=np.float32)
+    mats, order_s = {"original": A}, {}
+    for method in ("rcm", "degree", "metis"):
+        t0 = time.perf_counter()
+        try:
+            perm = reorder(A, method)
+        except Exception as exc:  # pymetis missing
+            order_s[method] = f"skipped: {exc}"
+            continue
+        order_s[method] = time.perf_counter() - t0
+        mats[method] = as_int32_csr(A[perm][:, perm])
+    locs = {k: LocalCSR(M.indptr, M.indices, M.data, M.shape, check=None) for k, M in mats.items()}
+    Y = np.empty((m, f), np.float32)
+    fns = {k: (lambda L=L: be.spmm(L, X, "plus_times", out=Y)) for k, L in locs.items()}
+    res = interleave(fns, repeat)
+    model_bytes = A.nnz * (4 * f + 8) + m * f * 4
+    out = {"graph": name, "f": f, "reorder_time_s": order_s, "orders": {}}
+    for k, (med, _) in res.items():
+        out["orders"][k] = {"time_s": med, "model_gbs": model_bytes / med / 1e9,
+                            "fraction_of_bound": model_bytes / med / 1e9 / triad_gbs,
+                            "speedup_vs_original": res["original"][0] / med}
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# main
+# --------------------------------------------------------------------------- #
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                parents=[_pre])
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--quick", action="store_true",
+                   help="small subset (R-MAT scale 12, f in {16, 64}, 2 repetitions): < 1 min")
+    p.add_argument("--backend", default="numba", choices=["numba", "cupy"],
+                   help="spgnn backend under test (cupy reserved for the GPU version)")
+    p.add_argument("--graphs", default=None,
+                   help="comma list of graph specs (rmat:S[:EF], or a shared-data name); "
+                        "default rmat:16,rmat:18,rmat:20 and the three real graphs")
+    p.add_argument("--feats", default="16,64,256")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--aa-max-flops", type=float, default=2e8,
+                   help="run A·A only where its flop count is below this (A·A of power-law "
+                        "R-MAT graphs of scale >= 16 has 10^8+ output entries)")
+    p.add_argument("--aa-graphs", default=None,
+                   help="extra graphs for A·A only (default rmat:14 when not --quick)")
+    p.add_argument("--sample-rows", type=int, default=8192, help="rows b of the selection Q in Q·A")
+    p.add_argument("--skip-cold", action="store_true", help="skip the fresh-process compile test")
+    p.add_argument("--out", default=None,
+                   help="also write the JSON report to this file, rewritten after every graph "
+                        "(a checkpoint if a long run is interrupted)")
+    args = p.parse_args(argv)
+    if args.backend != "numba":
+        p.error("only --backend numba is implemented (cupy is reserved for the GPU kernels)")
+
+    from spgnn.backends import get_backend
+    from spgnn.testing.data import find_shared_data
+
+    quick = args.quick
+    repeat = 2 if quick else args.repeat
+    feats = [16, 64] if quick else [int(s) for s in args.feats.split(",")]
+    if args.graphs:
+        graphs = args.graphs.split(",")
+    elif quick:
+        graphs = ["rmat:12"]
+    else:
+        graphs = ["rmat:16", "rmat:18", "rmat:20"] + list(REAL_GRAPHS)
+    aa_graphs = (args.aa_graphs.split(",") if args.aa_graphs
+                 else ([] if quick or args.graphs else ["rmat:14"]))
+    data_dir = find_shared_data()
+
+    import numba
+    numba.set_num_threads(args.threads)
+    libs = {"torch": import_torch(args.threads), "graphblas": import_graphblas(args.threads)}
+    report = {"command": " ".join([os.path.basename(sys.executable), "benchmarks/bench_kernels.py"]
+                                  + (argv if argv is not None else sys.argv[1:])),
+              "machine": machine(args.threads),
+              "versions": {"torch": getattr(libs["torch"], "__version__", None),
+                           "graphblas": getattr(libs["graphblas"], "__version__", None)},
+              "missing": [k for k, v in libs.items() if v is None],
+              "repeat": repeat, "traffic_model": GATHER_MODEL}
+    if libs["graphblas"] is not None:
+        try:
+            import suitesparse_graphblas as ssgb
+            report["versions"]["suitesparse_graphblas"] = ssgb.__version__
+        except Exception:
+            pass
+    be = get_backend(args.backend)
+    t_all = time.perf_counter()
+
+    log("triad ...", args)
+    n_triad = 4_000_000 if quick else 50_000_000
+    report["bandwidth"] = triad_bandwidth(n_triad, repeat)
+    # The bound is the best triad repetition seen in the run (measured again at
+    # the end): on a shared machine the median is lowered by other jobs, and a
+    # low bound would flatter the fractions.
+    bw = report["bandwidth"]["best_gbs"]
+    log(f"  triad {report['bandwidth']['median_gbs']:.1f} GB/s median, {bw:.1f} best", args)
+    report["first_calls"] = first_calls(be)
+    report["cold_start"] = {} if (quick or args.skip_cold) else cold_start(args.threads)
+    for k, v in report["first_calls"].items():
+        log(f"  first call {k}: {v['first_call_s']:.2f} s (warm {v['warm_call_s'] * 1e3:.2f} ms)",
+            args)
+    for k, v in report["cold_start"].items():
+        log(f"  fresh process, {k}: {v}", args)
+
+    report["spmm"], report["sddmm"], report["spgemm"], report["locality"] = [], [], [], []
+    report["skipped"] = []
+    for spec in graphs:
+        t0 = time.perf_counter()
+        A = load(spec, data_dir)
+        if A is None:
+            report["skipped"].append(f"{spec}: shared data not found")
+            continue
+        log(f"{spec}: n={A.shape[0]} nnz={A.nnz} (loaded in {time.perf_counter() - t0:.1f} s)",
+            args)
+        for rec in bench_spmm(spec, A, feats, libs, be, bw, repeat):
+            report["spmm"].append(rec)
+            log("  spmm f={f}: ".format(**rec)
+                + " ".join(f"{k}={v * 1e3:.2f}ms" for k, v in rec["times_s"].items())
+                + f"  bound={rec['fraction_of_bound']:.2f}", args)
+        rec = bench_sddmm(spec, A, 64 if not quick else 16, libs, be, repeat)
+        report["sddmm"].append(rec)
+        log("  sddmm: " + " ".join(f"{k}={v * 1e3:.2f}ms" for k, v in rec["times_s"].items()),
+            args)
+        Q = selection(A.shape[0], args.sample_rows)
+        rec = bench_spgemm(spec, "Q·A", Q, A, libs, be, repeat)
+        report["spgemm"].append(rec)
+        log("  Q·A: " + " ".join(f"{k}={v * 1e3:.2f}ms" for k, v in rec["times_s"].items()),
+            args)
+        flops = int(np.diff(A.indptr)[A.indices].sum())
+        if flops <= args.aa_max_flops:
+            rec = bench_spgemm(spec, "A·A", A, A, libs, be, repeat)
+            report["spgemm"].append(rec)
+            log("  A·A: " + " ".join(f"{k}={v * 1e3:.2f}ms" for k, v in rec["times_s"].items()),
+                args)
+        else:
+            report["skipped"].append(f"{spec}: A·A has {flops:.3g} flops > --aa-max-flops")
+        if not spec.startswith("rmat:") or spec == graphs[0]:
+            rec = bench_locality(spec, A, 64 if not quick else 16, be, bw, repeat)
+            report["locality"].append(rec)
+            log("  locality: " + " ".join(f"{k}={v['time_s'] * 1e3:.2f}ms"
+                                          for k, v in rec["orders"].items()), args)
+        del A
+        if args.out:
+            with open(args.out, "w") as fh:
+                json.dump(report, fh, indent=1)
+    for spec in aa_graphs:
+        A = load(spec, data_dir)
+        if A is None:
+            continue
+        rec = bench_spgemm(spec, "A·A", A, A, libs, be, repeat)
+        report["spgemm"].append(rec)
+        log(f"{spec} A·A: " + " ".join(f"{k}={v * 1e3:.2f}ms" for k, v in rec["times_s"].items()),
+            args)
+    end = triad_bandwidth(n_triad, repeat)
+    report["bandwidth"]["end_median_gbs"] = end["median_gbs"]
+    report["bandwidth"]["end_best_gbs"] = end["best_gbs"]
+    report["bandwidth"]["bound_gbs"] = bw
+    report["bandwidth"]["bound_rule"] = ("best triad repetition at the start of the run; "
+                                         "fractions use it")
+    report["machine"]["loadavg_end"] = list(os.getloadavg())
+    report["wall_s"] = time.perf_counter() - t_all
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(report, fh, indent=1)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""``benchmarks/bench_kernels.py --quick --json`` runs and reports the documented structure.
+
+Structure only: timings are never asserted (a shared 2-core machine makes
+them noise at this size); correctness flags computed by the benchmark
+against scipy are checked, since those are exact properties.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from spgnn.testing.data import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "benchmarks" / "bench_kernels.py"
+
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba not installed"),
+    pytest.mark.skipif(importlib.util.find_spec("graphblas") is None,
+                       reason="python-graphblas not installed (pip install 'spgnn[bench]')"),
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                       reason="torch not installed (pip install 'spgnn[bench]')"),
+]
+
+
+@pytest.fixture(scope="module")
+def report():
+    env = dict(os.environ)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--json", "--threads", "1",
+         "--graphs", "rmat:8", "--sample-rows", "64"],
+        capture_output=True, text=True, timeout=600, env=env, cwd=str(REPO_ROOT))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_top_level_keys(report):
+    for key in ("command", "machine", "versions", "missing", "repeat", "traffic_model",
+                "bandwidth", "first_calls", "cold_start", "spmm", "sddmm", "spgemm",
+                "locality", "skipped", "wall_s"):
+        assert key in report, key
+    assert report["missing"] == []
+    m = report["machine"]
+    assert m["threads"] == 1 and len(m["loadavg_start"]) == 3 and len(m["loadavg_end"]) == 3
+    b = report["bandwidth"]
+    assert b["median_gbs"] > 0 and b["bound_gbs"] > 0 and b["compile_s"] >= 0
+
+
+def test_spmm_records(report):
+    assert {r["f"] for r in report["spmm"]} == {16, 64}
+    for r in report["spmm"]:
+        assert r["graph"] == "rmat:8" and r["correct"] is True
+        assert set(r["times_s"]) == {"spgnn", "scipy", "torch_csr", "graphblas"}
+        assert set(r["speedup_vs"]) == {"scipy", "torch_csr", "graphblas"}
+        assert r["model_bytes"] == r["nnz"] * (4 * r["f"] + 8) + r["m"] * r["f"] * 4
+        assert r["fraction_of_bound"] > 0
+
+
+def test_sddmm_spgemm_locality_records(report):
+    (sd,) = report["sddmm"]
+    assert sd["correct"] is True and sd["best_alternative"] in sd["times_s"]
+    kinds = {r["kind"] for r in report["spgemm"]}
+    assert kinds == {"Q·A", "A·A"}
+    for r in report["spgemm"]:
+        assert r["correct"] is True
+        assert set(r["times_s"]) == {"spgnn", "scipy", "graphblas"}
+    (loc,) = report["locality"]
+    assert set(loc["orders"]) >= {"original", "rcm", "degree"}
+    for order in loc["orders"].values():
+        assert order["time_s"] > 0 and order["fraction_of_bound"] > 0
+    for name in ("spmm", "sddmm", "spgemm"):
+        assert report["first_calls"][name]["first_call_s"] >= 0
