@@ -9,9 +9,10 @@ one multiply once plans exist (the ``setup_*`` fields count the plan).
 With ``--check``, rank 0 compares the result with scipy.
 """
 
-import json
 
 import numpy as np
+
+from . import print_result
 
 ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
 
@@ -163,10 +164,5 @@ def run(args):
 
     comm = Communicator.world()
     result = measure(comm, args)
-    if comm.rank == 0:
-        if args.json:
-            print(json.dumps(result), flush=True)
-        else:
-            for key, val in result.items():
-                print(f"{key:<18} {val}")
+    print_result(comm, result, args.json)
     return 0 if result.get("check_passed", True) else 1

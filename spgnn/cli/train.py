@@ -27,12 +27,13 @@ communication; a graph that cannot be loaded raises on every rank
 (``Communicator.agree``).
 """
 
-import json
 import os
 import sys
 import time
 
 import numpy as np
+
+from . import print_result
 
 from .spmm import ALGORITHMS
 
@@ -337,10 +338,5 @@ def run(args):
         result = train_sage(args, comm)
     else:
         result = train(comm, args)
-    if comm.rank == 0:
-        if args.json:
-            print(json.dumps(result), flush=True)
-        else:
-            for key, val in result.items():
-                print(f"{key:<26} {val}")
+    print_result(comm, result, args.json)
     return 0
