@@ -115,3 +115,22 @@ def primary_owners(grid, layout):
     used = set(layout.rows) | set(layout.cols)
     return [r for r, coords in grid.ranks()
             if all(c == 0 for a, c in zip(grid.axis_names, coords) if a not in used)]
+
+
+def check_product(op, names, left, right, signature):
+    """Checks every rank can make for ``left @ right``: same grid, inner dimension, backend.
+
+    ``names`` are the operands' names in messages, ``signature`` e.g.
+    ``"(n,k),(k,f)->(n,f)"``.  Local; raises GridMismatch, DimensionMismatch
+    or BackendMismatch.
+    """
+    from ..errors import BackendMismatch
+
+    a, b = names
+    same_grid(op, left, right)
+    if left.shape[1] != right.shape[0]:
+        raise DimensionMismatch(f"{op}: dimension mismatch with signature {signature}: "
+                                f"{a}.shape={left.shape}, {b}.shape={right.shape}")
+    if left.backend.name != right.backend.name:
+        raise BackendMismatch(f"{op}: {a} uses backend {left.backend.name!r} but {b} uses "
+                              f"{right.backend.name!r}; convert one explicitly")

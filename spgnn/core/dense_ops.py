@@ -10,9 +10,9 @@ it, giving ``Q`` with ``Layout(d, o)``: the next layer's input layout.
 
 import numpy as np
 
-from ..errors import BackendMismatch, DimensionMismatch, LayoutMismatch
+from ..errors import LayoutMismatch
 from ..layout import Layout
-from ._dist_common import same_grid
+from ._dist_common import check_product
 from .dist_dense import DistDenseMatrix
 
 __all__ = ["matmul"]
@@ -64,13 +64,7 @@ def matmul(H, W):
         if not isinstance(m, DistDenseMatrix):
             raise TypeError(f"matmul: expected {name} to be a DistDenseMatrix, but got "
                             f"{type(m).__name__}")
-    same_grid("matmul", H, W)
-    if H.shape[1] != W.shape[0]:
-        raise DimensionMismatch(f"matmul: dimension mismatch with signature (n,k),(k,m)->(n,m): "
-                                f"H.shape={H.shape}, W.shape={W.shape}")
-    if H.backend.name != W.backend.name:
-        raise BackendMismatch(f"matmul: H uses backend {H.backend.name!r} but W uses "
-                              f"{W.backend.name!r}; convert one explicitly")
+    check_product("matmul", ("H", "W"), H, W, "(n,k),(k,m)->(n,m)")
     grid, be = H.grid, H.backend
     replicated = Layout()
     if (H.layout.replace(row_splits=None, col_splits=None) == replicated

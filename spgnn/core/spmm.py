@@ -39,7 +39,7 @@ rows replicated over C when named explicitly.
 
 import numpy as np
 
-from ..errors import BackendMismatch, DimensionMismatch, LayoutMismatch
+from ..errors import DimensionMismatch, LayoutMismatch
 from ..layout import Layout
 from .dist_dense import DistDenseMatrix
 from .dist_sparse import DistSparseMatrix
@@ -47,7 +47,7 @@ from .local import LocalCSR
 from .semiring import get_semiring, plus_times
 from .spmm_15d import match_15d, spmm_15d, spmm_15d_aware
 from .spmm_3d import roles_3d, spmm_3d
-from ._dist_common import same_grid
+from ._dist_common import check_product
 
 __all__ = ["spmm", "SPMM_ALGORITHMS", "ExchangePlan"]
 
@@ -57,13 +57,7 @@ def _check_operands(A, X, semiring):
         raise TypeError(f"spmm: expected A to be a DistSparseMatrix, but got {type(A).__name__}")
     if not isinstance(X, DistDenseMatrix):
         raise TypeError(f"spmm: expected X to be a DistDenseMatrix, but got {type(X).__name__}")
-    same_grid("spmm", A, X)
-    if A.shape[1] != X.shape[0]:
-        raise DimensionMismatch(f"spmm: dimension mismatch with signature (n,k),(k,f)->(n,f): "
-                                f"A.shape={A.shape}, X.shape={X.shape}")
-    if A.backend.name != X.backend.name:
-        raise BackendMismatch(f"spmm: A uses backend {A.backend.name!r} but X uses "
-                              f"{X.backend.name!r}; convert one explicitly")
+    check_product("spmm", ("A", "X"), A, X, "(n,k),(k,f)->(n,f)")
     return get_semiring(semiring)
 
 

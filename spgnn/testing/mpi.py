@@ -17,7 +17,7 @@ import subprocess
 import sys
 from typing import Sequence
 
-__all__ = ["find_mpiexec", "run_mpi", "mpi_test_marks", "SINGLE_THREAD_ENV"]
+__all__ = ["find_mpiexec", "run_mpi", "mpi_test_marks", "mpi_hypothesis_settings", "SINGLE_THREAD_ENV"]
 
 #: Environment added to every launched job (callers may override).
 SINGLE_THREAD_ENV = {
@@ -94,3 +94,17 @@ def mpi_test_marks():
             pytest.mark.skipif(find_mpiexec() is None,
                                reason="no mpiexec next to sys.executable "
                                       "(pip install -e '.[mpich]')")]
+
+
+def mpi_hypothesis_settings(max_examples):
+    """Hypothesis settings for property tests run under mpiexec (a decorator).
+
+    Derandomized with no example database, so every rank draws the same
+    examples in the same order: without it the ranks' collectives diverge
+    and the job hangs.  Assertions inside must be collective
+    (:mod:`spgnn.testing.asserts`).
+    """
+    from hypothesis import HealthCheck, settings
+
+    return settings(derandomize=True, database=None, deadline=None, max_examples=max_examples,
+                    suppress_health_check=list(HealthCheck), print_blob=True)

@@ -12,7 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import given  # noqa: E402
+
+from spgnn.testing.mpi import mpi_hypothesis_settings  # noqa: E402
 
 from spgnn import Communicator  # noqa: E402
 from dist_cases import (check_dense_placement, check_sparse_placement, check_spmm_1d,  # noqa: E402
@@ -26,9 +28,7 @@ def main():
     args = parser.parse_args()
     comm = Communicator.world()
     p = comm.size
-    # Required under MPI: derandomize so every rank draws the same examples.
-    profile = settings(derandomize=True, database=None, deadline=None, max_examples=args.examples,
-                       suppress_health_check=list(HealthCheck), print_blob=True)
+    profile = mpi_hypothesis_settings(args.examples)  # same examples on every rank
 
     @profile
     @given(placement_case(sizes=(p,)))

@@ -185,7 +185,9 @@ def check_spmm_3d(comm, case, backend="numpy"):
 
 
 def main():
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import given
+
+    from spgnn.testing.mpi import mpi_hypothesis_settings
 
     from spgnn import Communicator
 
@@ -199,8 +201,7 @@ def main():
     args = parser.parse_args()
     comm = Communicator.world()
     p = comm.size
-    profile = settings(derandomize=True, database=None, deadline=None, max_examples=args.examples,
-                       suppress_health_check=list(HealthCheck), print_blob=True)
+    profile = mpi_hypothesis_settings(args.examples)  # same examples on every rank
     tests = []
     if args.c:
         cs = tuple(int(v) for v in args.c.split(","))
