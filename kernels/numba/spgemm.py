@@ -42,7 +42,7 @@ import numpy as np
 from ._ops import (ADD_PLUS, MUL_TIMES, atomic_fetch_add, chunk_count, clamp_parts,
                    row_partition, semiring_add, semiring_mul)
 
-__all__ = ["csr_spgemm_symbolic", "csr_spgemm_numeric", "SMALL", "SCAN_RATIO"]
+__all__ = ["csr_spgemm_symbolic", "csr_spgemm_numeric", "csr_spgemm_onehot", "SMALL", "SCAN_RATIO"]
 
 #: Rows with at most this many scalar products use expand-sort-compress.
 SMALL = 32
@@ -358,3 +358,82 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
                             acc[out_indices[q]] = zero
         bad_rows += bad
     return bad_rows
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def csr_spgemm_onehot(a_indices, a_data, b_indptr, b_indices, b_data, mul_op, nparts,
+                      out_indptr, out_indices, out_data):
+    """``C = A (+).(x) B`` when every row of ``A`` has exactly one nonzero: one pass.
+
+    Row ``i`` of ``C`` is row ``a_indices[i]`` of ``B`` with every value
+    ``a_data[i] (x) b``: a scaled row gather, the sampling shape ``Q @ A``.
+    No symbolic pass and no scratch: ``out_indptr`` comes from the row
+    lengths of ``B`` (the caller's prefix sum), so the product is one
+    streaming read of the selected rows of ``B`` and one write of ``C``.
+
+    Parameters
+    ----------
+    a_indices, a_data : the ``m`` nonzeros of ``A`` (``a_indptr == arange(m + 1)``)
+    b_indptr, b_indices, b_data : ``B`` in CSR
+    mul_op : int
+        Semiring multiply code (``_ops.MUL_*``); with one term per output
+        entry the semiring's add never applies.
+    nparts : int
+        Number of workers (clamped to ``[1, m]``); a few per thread.
+    out_indptr : int array ``(m + 1,)``: ``cumsum(nnz(B[a_indices[i], :]))`` (input)
+    out_indices, out_data : arrays of length ``out_indptr[-1]``, overwritten
+
+    Returns
+    -------
+    unsorted_rows : int
+        Number of selected rows of ``B`` that are not strictly increasing
+        (unsorted or with duplicates).  The output is then not canonical and
+        the caller must use the general two-pass product instead.
+
+    Notes
+    -----
+    Workers pull chunks balanced by *output* entries (``out_indptr``), so a
+    few long rows do not serialise the copy.
+    """
+    m = a_indices.shape[0]
+    one = out_data.dtype.type(1)
+    nparts = clamp_parts(nparts, m)
+    nchunks = chunk_count(nparts, m)
+    bounds = row_partition(out_indptr, nchunks)
+    counter = np.zeros(1, dtype=np.int64)
+    unsorted_rows = 0
+    for w in numba.prange(nparts):
+        bad = 0
+        while True:
+            p = atomic_fetch_add(counter, 0, 1)
+            if p >= nchunks:
+                break
+            for i in range(bounds[p], bounds[p + 1]):
+                k = a_indices[i]
+                av = a_data[i]
+                src = np.int64(b_indptr[k])
+                dst = np.int64(out_indptr[i])
+                r = np.int64(b_indptr[k + 1]) - src
+                # one fused pass per row (copy, scale, order check): separate
+                # loops re-read the row and measured slower; the multiply is
+                # specialised so the loop carries no semiring dispatch
+                prev = -1
+                unordered = 0
+                if mul_op == MUL_TIMES:
+                    for q in range(r):
+                        j = b_indices[src + q]
+                        unordered += j <= prev
+                        prev = j
+                        out_indices[dst + q] = j
+                        out_data[dst + q] = av * b_data[src + q]
+                else:
+                    for q in range(r):
+                        j = b_indices[src + q]
+                        unordered += j <= prev
+                        prev = j
+                        out_indices[dst + q] = j
+                        out_data[dst + q] = semiring_mul(mul_op, av, b_data[src + q], one)
+                if unordered:
+                    bad += 1
+        unsorted_rows += bad
+    return unsorted_rows

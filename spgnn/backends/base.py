@@ -32,6 +32,8 @@ Semantics shared by all backends (tested against the numpy backend):
 
 from abc import ABC, abstractmethod
 
+from . import _validate as V
+
 __all__ = ["Backend"]
 
 
@@ -77,6 +79,7 @@ class Backend(ABC):
     def spgemm_numeric(self, a, b, indptr, semiring): ...
 
     def spgemm(self, a, b, semiring):
+        V.check_spgemm(a, b, "spgemm")      # errors name the call the user made
         return self.spgemm_numeric(a, b, self.spgemm_symbolic(a, b), semiring)
 
     @abstractmethod

@@ -160,6 +160,45 @@ class NumbaBackend(Backend):
         return y
 
     # -- SpGEMM --------------------------------------------------------------
+    def spgemm(self, a, b, semiring):
+        """``C = A (+).(x) B`` (sorted, duplicate-free output, structural zeros kept).
+
+        When every row of ``A`` holds exactly one nonzero (a selection matrix:
+        the sampling shape ``Q @ A``) and the selected rows of ``B`` are
+        canonical, one streaming pass copies and scales them
+        (:func:`csr_spgemm_onehot`); otherwise, or when that pass finds an
+        unsorted row, the two-pass Gustavson product.  Same result either way.
+        """
+        V.check_spgemm(a, b, "spgemm")
+        semiring = V.check_semiring(semiring)
+        m = a.shape[0]
+        if m == 0 or not np.all(np.diff(a.indptr) == 1):
+            return self.spgemm_numeric(a, b, self.spgemm_symbolic(a, b), semiring)
+        n = b.shape[1]
+        dt = V.result_dtype(a.data, b.data)
+        sel = a.indices.astype(np.int64)
+        lengths = b.indptr[sel + 1] - b.indptr[sel]        # O(m), not O(B's rows)
+        indptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        nnz = int(indptr[-1])
+        idt = V.index_dtype_for(nnz, (m, n), a.index_dtype, b.index_dtype)
+        k = _kernels()
+        _, mul = _codes(k, semiring)
+        out_indptr = indptr.astype(idt, copy=False)
+        out_indices = np.empty(nnz, dtype=idt)
+        out_data = np.empty(nnz, dtype=dt)
+        # a streaming copy: worth both threads from far fewer entries than a product
+        with _threads(k, 32 * nnz):
+            unsorted = k["spgemm"].csr_spgemm_onehot(
+                a.indices.astype(idt, copy=False), a.data.astype(dt, copy=False),
+                b.indptr.astype(idt, copy=False), b.indices.astype(idt, copy=False),
+                b.data.astype(dt, copy=False), mul, _nparts(k), out_indptr, out_indices,
+                out_data)
+        if unsorted:
+            return self.spgemm_numeric(a, b, self.spgemm_symbolic(a, b), semiring)
+        # row_mean divides by the one term of each row: nothing to do
+        return LocalCSR(out_indptr, out_indices, out_data, (m, n), check=None)
+
     def spgemm_symbolic(self, a, b):
         """Output ``indptr`` (int64, ``a.shape[0] + 1``) of ``A @ B``'s structural pattern."""
         V.check_spgemm(a, b, "spgemm_symbolic")

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spgnn.backends import available_backends, get_backend
+from spgnn.core.local import LocalCSR
 from spgnn.core.semiring import SEMIRINGS, get_semiring
 from spgnn.testing.strategies import dense, index_array, local_csr
 
@@ -127,6 +128,39 @@ def test_spgemm_equals_reference(be, semiring, inputs):
     expected_rows, expected_cols = np.nonzero(pattern)     # row-major, sorted
     np.testing.assert_array_equal(rows, expected_rows)
     np.testing.assert_array_equal(c.indices, expected_cols)
+
+
+@st.composite
+def selection_inputs(draw):
+    """``A`` with exactly one nonzero per row (the sampling shape ``Q @ B``) and a ``B``
+    that is canonical (the one-pass path) or not (unsorted/duplicate rows: the fallback)."""
+    b, b_scipy = draw(local_csr(max_dim=10))
+    if draw(st.booleans()):
+        b_scipy = b_scipy.copy()
+        b_scipy.sum_duplicates()
+        b_scipy.sort_indices()
+        b = LocalCSR.from_scipy(b_scipy, index_dtype=b.index_dtype)
+    n_b = b.shape[0]
+    m = draw(st.integers(0, 8)) if n_b else 0
+    cols = np.asarray(draw(st.lists(st.integers(0, max(n_b - 1, 0)), min_size=m, max_size=m)),
+                      dtype=b.index_dtype)
+    vals = draw(dense((m,), integer_values=draw(st.booleans())))
+    a = LocalCSR(np.arange(m + 1, dtype=b.index_dtype), cols, vals, (m, n_b))
+    return a, b
+
+
+@pytest.mark.parametrize("semiring", SEMIRING_NAMES)
+@given(inputs=selection_inputs())
+def test_spgemm_of_a_selection_equals_reference(be, semiring, inputs):
+    """The one-pass path for one nonzero per row of ``A`` (and its fallback when the
+    selected rows of ``B`` are unsorted or hold duplicates) equals the reference."""
+    a, b = inputs
+    s = get_semiring(semiring)
+    c, r = be.spgemm(a, b, s), get_backend(REF).spgemm(a, b, s)
+    assert c.shape == r.shape and c.index_dtype == r.index_dtype and c.dtype == r.dtype
+    np.testing.assert_array_equal(c.indptr, r.indptr)
+    np.testing.assert_array_equal(c.indices, r.indices)
+    assert_semiring_equal(c.data, r.data, s)
 
 
 @st.composite

@@ -348,14 +348,14 @@ def test_numba_kernels_are_cached_on_disk():
     from spgnn._kernels.numba import _ops, extract, sddmm, spgemm, spmm
 
     kernels = {"spmm": ["csr_spmm_rowwise", "csr_spmm_plus_times"],
-               "spgemm": ["csr_spgemm_symbolic", "csr_spgemm_numeric"],
+               "spgemm": ["csr_spgemm_symbolic", "csr_spgemm_numeric", "csr_spgemm_onehot"],
                "sddmm": ["csr_sddmm"],
                "extract": ["csr_extract_rows_indptr", "csr_extract_rows",
                            "csr_extract_cols_indptr", "csr_extract_cols", "csr_transpose"],
                "_ops": ["semiring_add", "semiring_mul", "row_partition", "clamp_parts"]}
     modules = {"spmm": spmm, "spgemm": spgemm, "sddmm": sddmm, "extract": extract, "_ops": _ops}
     row_parallel = {"csr_spmm_rowwise", "csr_spmm_plus_times", "csr_spgemm_symbolic",
-                    "csr_spgemm_numeric", "csr_sddmm", "csr_extract_rows",
+                    "csr_spgemm_numeric", "csr_spgemm_onehot", "csr_sddmm", "csr_extract_rows",
                     "csr_extract_cols_indptr", "csr_extract_cols"}
     for mod, names in kernels.items():
         for name in names:
