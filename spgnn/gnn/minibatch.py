@@ -699,8 +699,11 @@ def train_sage(args, comm) -> dict:
 
     Rank 0 loads the graph (adding a stratified random split when it has
     none), :meth:`MinibatchGraph.from_graph` distributes it, then
-    ``args.epochs`` epochs of :class:`MinibatchTrainer` with Adam and one
-    full-neighbourhood evaluation at the end (no early stopping).
+    ``args.epochs`` epochs of :class:`MinibatchTrainer` with Adam, a
+    full-neighbourhood evaluation every ``eval_every`` epochs and at the end,
+    and, with ``model_selection="best-val"``, the parameters of the epoch
+    with the best validation accuracy restored before the final evaluation
+    (model selection on the validation set; the test set never decides).
 
     Parameters
     ----------
@@ -721,14 +724,18 @@ def train_sage(args, comm) -> dict:
         row-normalised features, default None = keep them),
         ``input_dropout`` (0.0), ``dtype`` (``"float32"``), ``eval_every``
         (0: evaluate only at the end; k: also every k epochs, reporting the
-        test accuracy at the best validation accuracy).
+        test accuracy at the best validation accuracy), ``model_selection``
+        (``"last"``, default here, or ``"best-val"``: needs ``eval_every``;
+        the earliest epoch with the highest validation accuracy wins).
     comm : Communicator
 
     Returns
     -------
     dict with ``test_acc``, ``val_acc``, ``train_acc`` (full-neighbourhood
-    inference after the last epoch), ``epochs``, ``seconds_per_epoch`` (mean
-    over epochs after the first, slowest rank), ``bytes_per_epoch`` (bytes
+    inference of the selected model), ``model_selection`` (what was
+    selected), ``last_epoch_test_acc``, ``last_epoch_val_acc`` (the last
+    epoch's model, equal to the above with ``"last"``), ``epochs``,
+    ``seconds_per_epoch`` (mean over epochs after the first, slowest rank), ``bytes_per_epoch`` (bytes
     all ranks sent in the last epoch: sampling, feature fetching, gradient
     allreduces), ``fetch_bytes_per_epoch``, ``final_loss``,
     ``algorithm="sage-minibatch"``, ``sampler``, ``ranks``, ``seed``,
@@ -750,11 +757,21 @@ def train_sage(args, comm) -> dict:
                          f"{sampler_name!r}")
     if mode not in MODES:
         raise ValueError(f"train_sage: --partition-mode must be one of {MODES}, but got {mode!r}")
+    if (getattr(args, "model_selection", "last") or "last") not in ("last", "best-val"):
+        raise ValueError(f"train_sage: --model-selection must be 'last' or 'best-val', but got "
+                         f"{args.model_selection!r}")
+    if int(getattr(args, "eval_every", 0) or 0) < 0:
+        raise ValueError("train_sage: --eval-every must be >= 0")
     if args.batch_size < 1 or args.bulk < 1 or args.hidden < 1 or args.epochs < 0:
         raise ValueError("train_sage: --batch-size, --bulk, --hidden must be >= 1 and --epochs "
                          ">= 0")
-    if not 0 <= args.dropout < 1 or not args.lr > 0 or args.weight_decay < 0:
-        raise ValueError("train_sage: need 0 <= dropout < 1, lr > 0, weight_decay >= 0")
+    input_dropout = float(getattr(args, "input_dropout", 0.0) or 0.0)
+    if (not 0 <= args.dropout < 1 or not 0 <= input_dropout < 1 or not args.lr > 0
+            or args.weight_decay < 0):
+        raise ValueError(f"train_sage: need 0 <= dropout < 1, 0 <= input_dropout < 1, lr > 0, "
+                         f"weight_decay >= 0, but got dropout={args.dropout}, "
+                         f"input_dropout={input_dropout}, lr={args.lr}, "
+                         f"weight_decay={args.weight_decay}")
     c = int(getattr(args, "replication", 1) or 1) if mode == "partitioned" else 1
     if c < 1 or comm.size % c:
         raise ValueError(f"train_sage: --replication {c} must divide the {comm.size} ranks")
@@ -778,27 +795,35 @@ def train_sage(args, comm) -> dict:
         size = int(getattr(args, "ladies_size", None) or args.batch_size)
         sampler = LADIESSampler((size,) * len(fanout), seed=seed)
     model = GraphSAGE(mg.num_features, args.hidden, mg.num_classes, layers=len(fanout),
-                      dropout=args.dropout, seed=seed,
-                      input_dropout=float(getattr(args, "input_dropout", 0.0) or 0.0))
+                      dropout=args.dropout, seed=seed, input_dropout=input_dropout)
     opt = Adam(model.param_groups(args.weight_decay), lr=args.lr)
     trainer = MinibatchTrainer(model, mg, sampler, opt, batch_size=args.batch_size,
                                bulk=args.bulk, seed=seed, dtype=dtype)
     setup_seconds = time.perf_counter() - t_setup
     times, recs = [], []
     every = int(getattr(args, "eval_every", 0) or 0)
+    selection = getattr(args, "model_selection", "last") or "last"
     best = {"best_val_acc": None, "test_acc_at_best_val": None, "best_epoch": None}
+    best_state = None
     for _ in range(int(args.epochs)):
         rec = trainer.train_epoch()
         times.append(rec["seconds"])
         recs.append(rec)
         if every and trainer.epoch % every == 0:
-            # model selection on the validation set (reported next to, never
-            # instead of, the last epoch's accuracies)
+            # model selection on the validation set; the accuracies are
+            # allreduced, so every rank takes the same decision
             e = trainer.evaluate()
             if best["best_val_acc"] is None or e["val_acc"] > best["best_val_acc"]:
                 best = {"best_val_acc": e["val_acc"], "test_acc_at_best_val": e["test_acc"],
                         "best_epoch": trainer.epoch}
-    ev = trainer.evaluate()
+                if selection == "best-val":
+                    best_state = model.state_dict()
+    last_ev = trainer.evaluate()
+    if best_state is not None:
+        model.load_state_dict(best_state)
+        ev = trainer.evaluate()
+    else:
+        ev = last_ev
     t = np.asarray(times, dtype=np.float64)
     steady = t[1:] if t.size > 1 else t
     last = recs[-1] if recs else {"bytes": 0, "fetch_bytes": 0, "loss": None}
@@ -813,6 +838,8 @@ def train_sage(args, comm) -> dict:
             "epochs": trainer.epoch, "steps_per_epoch": int(trainer.schedule().shape[0]),
             "test_acc": ev["test_acc"], "val_acc": ev["val_acc"], "train_acc": ev["train_acc"],
             "test_loss": ev["test_loss"], "val_loss": ev["val_loss"],
+            "model_selection": "best-val" if best_state is not None else "last",
+            "last_epoch_test_acc": last_ev["test_acc"], "last_epoch_val_acc": last_ev["val_acc"],
             "final_loss": last["loss"],
             "seconds_per_epoch": float(slow[0] / steady.size) if steady.size else None,
             "first_epoch_seconds": float(t[0]) if t.size else None,
