@@ -55,7 +55,7 @@ import numpy as np
 from spgnn.errors import SpgnnError
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "list_checkpoints",
-           "save_checkpoint_collective", "load_checkpoint_collective"]
+           "save_checkpoint_collective", "load_checkpoint_collective", "write_npz_atomic"]
 
 logger = logging.getLogger(__name__)
 
@@ -507,3 +507,16 @@ def load_checkpoint_collective(comm, directory) -> tuple[dict, int]:
     if kind == "error":
         raise CheckpointError(f"load_checkpoint_collective: rank 0 failed: {value}")
     return value
+
+
+def write_npz_atomic(path, arrays: dict) -> None:
+    """``np.savez(path, **arrays)`` through a temporary file and ``os.replace``. Local.
+
+    A reader never sees a half-written file (for final weights; training
+    state goes through :func:`save_checkpoint`).
+    """
+    path = os.fspath(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        np.savez(f, **arrays)
+    os.replace(tmp, path)

@@ -66,10 +66,10 @@ def test_bad_arguments_fail_before_communicating():
     assert proc.returncode != 0 and "--dropout must lie in [0, 1)" in proc.stdout
 
 
-def test_killed_run_resumes_to_the_same_weights(tmp_path):
-    epochs = "400"
-    common = ["--epochs", epochs, "--algo", "1d-aware", "--seed", "3"]
-    _train(2, *common, "--save-weights", str(tmp_path / "ref.npz"))
+def _kill_and_resume(tmp_path, common, epochs):
+    """Train uninterrupted; train again, SIGKILL the job after its first checkpoint and
+    resume it: the two runs' final weights and reports must agree exactly."""
+    ref_report = _json(_train(2, *common, "--json", "--save-weights", str(tmp_path / "ref.npz")))
 
     ckpt = tmp_path / "ckpt"
     cmd = [find_mpiexec(), "-n", "2", sys.executable, "-m", "mpi4py", "-m", "spgnn", "train",
@@ -92,12 +92,33 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path):
 
     resumed = _json(_train(2, *common, "--resume", str(ckpt), "--every", "2", "--json",
                            "--save-weights", str(tmp_path / "got.npz")))
-    assert 0 < resumed["resumed_from"] < int(epochs) and resumed["epochs"] == int(epochs)
+    assert 0 < resumed["resumed_from"] < epochs and resumed["epochs"] == epochs
     ref, got = np.load(tmp_path / "ref.npz"), np.load(tmp_path / "got.npz")
     assert sorted(ref.files) == sorted(got.files)
     for name in ref.files:
         assert ref[name].dtype == got[name].dtype
         assert ref[name].tobytes() == got[name].tobytes(), name
+    return ref_report, resumed
+
+
+def test_killed_run_resumes_to_the_same_weights(tmp_path):
+    _kill_and_resume(tmp_path, ["--epochs", "400", "--algo", "1d-aware", "--seed", "3"], 400)
+
+
+def test_killed_sage_run_resumes_to_the_same_weights(tmp_path):
+    """``--model sage``: parameters, Adam state and the model-selection state resume exactly."""
+    common = ["--model", "sage", "--batch-size", "32", "--fanout", "5,5", "--bulk", "2",
+              "--epochs", "150", "--seed", "3", "--eval-every", "3"]
+    ref, resumed = _kill_and_resume(tmp_path, common, 150)
+    for key in ("test_acc", "val_acc", "best_epoch", "best_val_acc", "last_epoch_test_acc"):
+        assert ref[key] == resumed[key], key
+
+
+def test_sage_resume_refuses_a_gcn_checkpoint(tmp_path):
+    _train(1, "--epochs", "2", "--checkpoint", str(tmp_path), "--every", "2")
+    proc = run_mpi(["-m", "spgnn", "train", *GRAPH, "--no-progress", "--model", "sage",
+                    "--epochs", "4", "--resume", str(tmp_path)], 1, timeout=60)
+    assert proc.returncode != 0 and "holds no --model sage training checkpoint" in proc.stdout
 
 
 def test_resume_refuses_another_configuration(tmp_path):

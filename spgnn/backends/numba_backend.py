@@ -86,6 +86,15 @@ def _common_index(*arrays):
     return np.dtype(np.int64) if any(a.dtype == np.int64 for a in arrays) else np.dtype(np.int32)
 
 
+def _spgemm_work(a, b):
+    """Work estimate of ``A @ B`` for :class:`_threads`: the scalar products plus a
+    per-row cost.  Each output row walks a chain of dependent loads (``A``'s
+    entry, ``B``'s row pointer, ``B``'s row) whatever its length, so a road
+    network's ``A @ A`` (2-3 nonzeros per row, 5 products) is worth both
+    threads long before its flop count says so."""
+    return _flops(a, b) + 8 * a.shape[0]
+
+
 def _flops(a, b):
     """Scalar products of ``A @ B`` (``sum_{(i,k) in A} nnz(B[k, :])``), O(nnz(A)) in numpy.
 
@@ -205,7 +214,7 @@ class NumbaBackend(Backend):
         k = _kernels()
         idt = _common_index(a.indices, b.indices)
         out_indptr = np.empty(a.shape[0] + 1, dtype=np.int64)
-        with _threads(k, _flops(a, b)):
+        with _threads(k, _spgemm_work(a, b)):
             k["spgemm"].csr_spgemm_symbolic(
                 a.indptr.astype(idt, copy=False), a.indices.astype(idt, copy=False),
                 b.indptr.astype(idt, copy=False), b.indices.astype(idt, copy=False),
@@ -232,7 +241,7 @@ class NumbaBackend(Backend):
         out_indptr = indptr.astype(idt)
         out_indices = np.empty(nnz, dtype=idt)
         out_data = np.empty(nnz, dtype=dt)
-        with _threads(k, _flops(a, b)):
+        with _threads(k, _spgemm_work(a, b)):
             bad = k["spgemm"].csr_spgemm_numeric(
                 a.indptr.astype(idt, copy=False), a.indices.astype(idt, copy=False),
                 a.data.astype(dt, copy=False),

@@ -1,4 +1,9 @@
-"""``mpiexec -n P python -m spgnn train``: full-graph GCN training on a real or generated graph.
+"""``mpiexec -n P python -m spgnn train``: GNN training on a real or generated graph.
+
+``--model gcn`` (default) trains a full-graph GCN, as below; ``--model sage``
+trains GraphSAGE on sampled minibatches (:func:`spgnn.gnn.minibatch.train_sage`,
+docs/sage_training.md) with the same progress bar, ``--json``,
+``--checkpoint``/``--resume`` and ``--save-weights`` contract.
 
 Rank 0 loads the graph (any format :func:`spgnn.io.load_graph` reads, or a
 generator spec such as ``sbm:300:3:0``), adds a random split when the graph
@@ -27,7 +32,6 @@ communication; a graph that cannot be loaded raises on every rank
 (``Communicator.agree``).
 """
 
-import os
 import sys
 import time
 
@@ -218,12 +222,11 @@ def _resume(comm, directory, trainer, cfg):
 
 def _save_weights(comm, path, model):
     """Assemble every parameter (collective) and write them from rank 0."""
+    from spgnn.checkpoint import write_npz_atomic
+
     arrays = {name: p.to_global() for name, p in model.named_parameters()}
     if comm.rank == 0:
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
+        write_npz_atomic(path, arrays)
 
 
 def train(comm, args):
@@ -344,9 +347,6 @@ def _apply_model_defaults(args):
                  if getattr(args, k) is not None]
         if given:
             raise ValueError(f"train: {', '.join(given)} only apply to --model sage")
-    if args.model == "sage" and (args.checkpoint or args.resume or args.save_weights):
-        raise ValueError("train: --checkpoint, --resume and --save-weights are not supported "
-                         "with --model sage yet")
 
 
 def run(args):

@@ -689,9 +689,77 @@ def _load_for_sage(args):
     if dim:
         import dataclasses
 
-        graph = dataclasses.replace(graph, features=random_projection(
-            _normalize_features(graph.features), dim, getattr(args, "seed", 0)))
+        # project the row-normalised features, then standardise each column:
+        # projected rows hold both signs (row-normalising them again would
+        # divide by sums near 0) and are small (~1/sqrt(words per row))
+        z = random_projection(_normalize_features(graph.features), dim, getattr(args, "seed", 0))
+        z -= z.mean(axis=0)
+        z /= np.where(z.std(axis=0) > 0, z.std(axis=0), 1.0)
+        graph = dataclasses.replace(graph, features=z)
     return graph
+
+
+#: ``train --model sage`` options that must match between a checkpoint and the
+#: run resuming it (the trainer adds ranks, mode, batch size, bulk, graph size
+#: and sampler in :meth:`MinibatchTrainer.load_state_dict`).
+_SAGE_CONFIG_KEYS = ("graph", "name", "sampler", "batch_size", "fanout", "bulk", "hidden", "lr",
+                     "weight_decay", "dropout", "input_dropout", "seed", "partition_mode",
+                     "replication", "ladies_size", "frontier", "split", "split_seed",
+                     "feature_dim", "dtype", "eval_every", "model_selection")
+
+
+def _sage_config(args, ranks):
+    cfg = {k: getattr(args, k, None) for k in _SAGE_CONFIG_KEYS}
+    cfg["graph"] = str(cfg["graph"])
+    cfg["fanout"] = list(_parse_fanout(args.fanout))
+    cfg["ranks"] = int(ranks)
+    return cfg
+
+
+def _save_sage_checkpoint(comm, directory, trainer, cfg, best, best_state):
+    """Write the training state from rank 0 (everything is replicated). Collective."""
+    from ..checkpoint import save_checkpoint_collective
+
+    state = {"format": "spgnn-train-sage", "config": cfg, "epoch": trainer.epoch,
+             # permutations, samples and dropout masks are keyed by (seed, epoch):
+             # that pair is the whole RNG state
+             "rng": {"kind": "keyed by (seed, epoch, minibatch id)", "seed": trainer.seed,
+                     "epoch": trainer.epoch},
+             "trainer": trainer.state_dict(), "best": best, "best_state": best_state}
+    save_checkpoint_collective(comm, directory, state if comm.rank == 0 else None,
+                               step=trainer.epoch)
+
+
+def _load_sage_checkpoint(comm, directory, cfg):
+    """The state saved by :func:`_save_sage_checkpoint`, on every rank. Collective.
+
+    Raises ``ValueError`` on every rank for a folder holding another kind of
+    checkpoint or one written by another configuration.
+    """
+    from ..checkpoint import load_checkpoint_collective
+
+    state, _ = load_checkpoint_collective(comm, directory)
+    if not isinstance(state, dict) or state.get("format") != "spgnn-train-sage":
+        raise ValueError(f"train: {directory} holds no --model sage training checkpoint")
+    saved = state["config"]
+    diff = {k: (saved.get(k), cfg[k]) for k in cfg if saved.get(k) != cfg[k]}
+    if diff:
+        raise ValueError(f"train: the checkpoint in {directory} was written by another "
+                         f"configuration: " + ", ".join(f"{k}: saved {a!r}, now {b!r}"
+                                                        for k, (a, b) in sorted(diff.items())))
+    return state
+
+
+def _progress_bar(comm, args, done, desc):
+    """A tqdm bar on rank 0 unless ``args.no_progress`` (absent: no bar). Local."""
+    if comm.rank != 0 or getattr(args, "no_progress", True):
+        return None
+    import sys
+
+    from tqdm import tqdm
+
+    return tqdm(total=int(args.epochs), initial=min(done, int(args.epochs)), unit="epoch",
+                file=sys.stderr, desc=desc, dynamic_ncols=True)
 
 
 def train_sage(args, comm) -> dict:
@@ -721,7 +789,9 @@ def train_sage(args, comm) -> dict:
         (vertices per LADIES layer, default ``batch_size``), ``frontier``
         (GraphSAGE, default ``"unique"``), ``split`` (``"0.6:0.2"``),
         ``split_seed`` (0), ``feature_dim`` (random projection of the
-        row-normalised features, default None = keep them),
+        row-normalised features to that many columns, each then standardised
+        to mean 0 and variance 1; default None = keep the features and
+        row-normalise them),
         ``input_dropout`` (0.0), ``dtype`` (``"float32"``), ``eval_every``
         (0: evaluate only at the end; k: also every k epochs, reporting the
         test accuracy at the best validation accuracy), ``model_selection``
@@ -786,7 +856,9 @@ def train_sage(args, comm) -> dict:
         except (OSError, ValueError, ImportError) as exc:
             err = exc
     comm.agree(err)
-    mg = MinibatchGraph.from_graph(graph, comm, mode=mode, replication=c, root=0, dtype=dtype)
+    projected = bool(getattr(args, "feature_dim", None))     # then already normalised
+    mg = MinibatchGraph.from_graph(graph, comm, mode=mode, replication=c, root=0, dtype=dtype,
+                                   normalize_features=not projected)
     del graph
     if sampler_name == "sage":
         sampler = GraphSAGESampler(fanout, frontier=getattr(args, "frontier", "unique") or "unique",
@@ -799,13 +871,23 @@ def train_sage(args, comm) -> dict:
     opt = Adam(model.param_groups(args.weight_decay), lr=args.lr)
     trainer = MinibatchTrainer(model, mg, sampler, opt, batch_size=args.batch_size,
                                bulk=args.bulk, seed=seed, dtype=dtype)
-    setup_seconds = time.perf_counter() - t_setup
-    times, recs = [], []
     every = int(getattr(args, "eval_every", 0) or 0)
     selection = getattr(args, "model_selection", "last") or "last"
     best = {"best_val_acc": None, "test_acc_at_best_val": None, "best_epoch": None}
     best_state = None
-    for _ in range(int(args.epochs)):
+    cfg = _sage_config(args, comm.size)
+    resumed_from = None
+    if getattr(args, "resume", None):
+        saved = _load_sage_checkpoint(comm, args.resume, cfg)
+        trainer.load_state_dict(saved["trainer"])
+        best, best_state = saved["best"], saved["best_state"]
+        resumed_from = trainer.epoch
+    ckpt_dir = getattr(args, "checkpoint", None) or getattr(args, "resume", None)
+    ckpt_every = int(getattr(args, "every", 10) or 10)
+    setup_seconds = time.perf_counter() - t_setup
+    bar = _progress_bar(comm, args, trainer.epoch, f"{mg.name} {sampler_name} P={comm.size}")
+    times, recs = [], []
+    while trainer.epoch < int(args.epochs):
         rec = trainer.train_epoch()
         times.append(rec["seconds"])
         recs.append(rec)
@@ -818,12 +900,26 @@ def train_sage(args, comm) -> dict:
                         "best_epoch": trainer.epoch}
                 if selection == "best-val":
                     best_state = model.state_dict()
+        if bar is not None:
+            bar.set_postfix(loss=f"{rec['loss']:.4f}", acc=f"{rec['train_acc']:.3f}",
+                            bytes=f"{rec['bytes']:,}", refresh=False)
+            bar.update(1)
+        if ckpt_dir and trainer.epoch % ckpt_every == 0:
+            _save_sage_checkpoint(comm, ckpt_dir, trainer, cfg, best, best_state)
+    if bar is not None:
+        bar.close()
     last_ev = trainer.evaluate()
     if best_state is not None:
         model.load_state_dict(best_state)
         ev = trainer.evaluate()
     else:
         ev = last_ev
+    if getattr(args, "save_weights", None):
+        from ..checkpoint import write_npz_atomic
+
+        if comm.rank == 0:           # parameters are replicated: rank 0's are everyone's
+            write_npz_atomic(args.save_weights, model.state_dict())
+        comm.barrier()
     t = np.asarray(times, dtype=np.float64)
     steady = t[1:] if t.size > 1 else t
     last = recs[-1] if recs else {"bytes": 0, "fetch_bytes": 0, "loss": None}
@@ -835,7 +931,8 @@ def train_sage(args, comm) -> dict:
             "batch_size": int(args.batch_size), "bulk": int(args.bulk),
             "partition_mode": mode, "replication": c, "hidden": int(args.hidden),
             "n": mg.n, "features": mg.num_features, "classes": mg.num_classes,
-            "epochs": trainer.epoch, "steps_per_epoch": int(trainer.schedule().shape[0]),
+            "epochs": trainer.epoch, "epochs_this_run": len(times), "resumed_from": resumed_from,
+            "steps_per_epoch": int(trainer.schedule().shape[0]),
             "test_acc": ev["test_acc"], "val_acc": ev["val_acc"], "train_acc": ev["train_acc"],
             "test_loss": ev["test_loss"], "val_loss": ev["val_loss"],
             "model_selection": "best-val" if best_state is not None else "last",

@@ -188,3 +188,45 @@ def test_state_dict_roundtrip_and_param_groups():
     groups = m.param_groups(5e-4)
     assert groups[0]["weight_decay"] == 5e-4 and len(groups[0]["params"]) == 4
     assert groups[1]["weight_decay"] == 0.0 and len(groups[1]["params"]) == 2
+
+
+def _sage_args(**kw):
+    import argparse
+
+    base = dict(graph="sbm:400:4:0", name=None, sampler="sage", batch_size=64, fanout="5,5",
+                bulk=4, hidden=16, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=20, seed=0,
+                partition_mode="replicated", json=False, split="0.6:0.2")
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_projected_features_are_standardised_not_renormalised():
+    """``feature_dim``: projected columns have mean 0 and variance 1, and ``train_sage`` hands
+    them to the model as they are (row-normalising mixed-sign rows would divide by sums near 0:
+    that made musae_facebook training collapse to one class)."""
+    from spgnn.gnn.minibatch import _load_for_sage
+
+    x = _load_for_sage(_sage_args(feature_dim=8)).features
+    assert x.shape[1] == 8
+    np.testing.assert_allclose(x.mean(axis=0), 0, atol=1e-5)     # stored as float32
+    np.testing.assert_allclose(x.std(axis=0), 1, atol=1e-5)
+
+
+def test_train_sage_does_not_renormalise_projected_features(monkeypatch):
+    """The standardised projection reaches the model as it is; raw features are row-normalised."""
+    from spgnn import run_loopback
+    from spgnn.gnn import minibatch as mb
+
+    seen = []
+    original = mb.MinibatchGraph.from_graph.__func__
+
+    def recording(cls, graph, comm, **kw):
+        seen.append(kw.get("normalize_features", True))
+        return original(cls, graph, comm, **kw)
+
+    monkeypatch.setattr(mb.MinibatchGraph, "from_graph", classmethod(recording))
+    for dim, expected in ((8, False), (None, True)):
+        rep = run_loopback(1, lambda comm: mb.train_sage(_sage_args(feature_dim=dim, epochs=2),
+                                                         comm), timeout=120)[0]
+        assert seen[-1] is expected
+        assert dim is None or rep["features"] == dim
