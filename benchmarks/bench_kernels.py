@@ -377,10 +377,54 @@ def bench_locality(name, A, f, be, triad_gbs, repeat, seed=0):
 # main
 # --------------------------------------------------------------------------- #
 
+def markdown_tables(report) -> str:
+    """The SpMM, SDDMM, SpGEMM and locality tables of docs/performance.md, from a report. Pure."""
+    ms = lambda t: f"{t * 1e3:.3g}"                                     # noqa: E731
+    out = ["### SpMM Y = A·X (plus_times, float32)", "",
+           "| graph | f | spgnn ms | scipy ms | torch CSR ms | GraphBLAS ms | vs torch | vs scipy "
+           "| model GB/s | frac. of bound |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in report["spmm"]:
+        t, v = r["times_s"], r["speedup_vs"]
+        out.append(f"| {r['graph']} | {r['f']} | {ms(t['spgnn'])} | {ms(t['scipy'])} | "
+                   f"{ms(t.get('torch_csr', float('nan')))} | {ms(t.get('graphblas', float('nan')))} | "
+                   f"{v.get('torch_csr', float('nan')):.2f}x | {v['scipy']:.2f}x | "
+                   f"{r['spgnn_model_gbs']:.1f} | {r['fraction_of_bound']:.2f} |")
+    out += ["", "### SDDMM (attention scores: `C[e] = A[e] * <X[i], Y[j]>`)", "",
+            "| graph | d | spgnn ms | torch sampled_addmm ms | numpy gather ms | vs best |",
+            "|---|---|---|---|---|---|"]
+    for r in report["sddmm"]:
+        t = r["times_s"]
+        out.append(f"| {r['graph']} | {r['f']} | {ms(t['spgnn'])} | "
+                   f"{ms(t.get('torch_sampled_addmm', float('nan')))} | {ms(t['numpy_gather'])} | "
+                   f"{r['speedup_vs_best']:.2f}x ({r['best_alternative']}) |")
+    out += ["", "### SpGEMM (plus_times; sorted, duplicate-free output)", "",
+            "| graph | product | flops | nnz(C) | spgnn ms | scipy ms | GraphBLAS ms | vs GraphBLAS "
+            "| vs scipy |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in report["spgemm"]:
+        t, v = r["times_s"], r["speedup_vs"]
+        out.append(f"| {r['graph']} | {r['kind']} | {r['flops']:.2e} | {r['nnz_c']:.2e} | "
+                   f"{ms(t['spgnn'])} | {ms(t['scipy'])} | {ms(t.get('graphblas', float('nan')))} | "
+                   f"{v.get('graphblas', float('nan')):.2f}x | {v['scipy']:.2f}x |")
+    out += ["", "### Locality (SpMM, `spgnn.partition.reorder`)", "",
+            "| graph | f | original ms | rcm | degree | metis | best speedup | reorder time "
+            "rcm / degree / metis s |", "|---|---|---|---|---|---|---|---|"]
+    for r in report["locality"]:
+        o = r["orders"]
+        cell = lambda k: f"{ms(o[k]['time_s'])} ({o[k]['fraction_of_bound']:.2f})"  # noqa: E731
+        best = max(o[k]["speedup_vs_original"] for k in o)
+        rt = r["reorder_time_s"]
+        out.append(f"| {r['graph']} | {r['f']} | {cell('original')} | {cell('rcm')} | "
+                   f"{cell('degree')} | {cell('metis')} | {best:.2f}x | "
+                   f"{rt['rcm']:.2f} / {rt['degree']:.2f} / {rt['metis']:.2f} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 parents=[_pre])
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--markdown", default=None, metavar="REPORT.json",
+                   help="print the markdown tables of a saved --out report and exit (no timing)")
     p.add_argument("--quick", action="store_true",
                    help="small subset (R-MAT scale 12, f in {16, 64}, 2 repetitions): < 1 min")
     p.add_argument("--backend", default="numba", choices=["numba", "cupy"],
@@ -401,6 +445,10 @@ def main(argv=None):
                    help="also write the JSON report to this file, rewritten after every graph "
                         "(a checkpoint if a long run is interrupted)")
     args = p.parse_args(argv)
+    if args.markdown:
+        with open(args.markdown) as fh:
+            print(markdown_tables(json.load(fh)), end="")
+        return None
     if args.backend != "numba":
         p.error("only --backend numba is implemented (cupy is reserved for the GPU kernels)")
 
