@@ -11,6 +11,7 @@ from ..errors import DimensionMismatch, LayoutMismatch
 from ..layout import Layout
 from ._dist_common import (as_layout, check_grid, check_shape, dense_dtype, primary_owners,
                            transfer_rects)
+from .row_gather import gather_rows
 
 __all__ = ["DistDenseMatrix"]
 
@@ -194,6 +195,13 @@ class DistDenseMatrix:
             pos += n
         return DistDenseMatrix(self.backend.from_host(out), self.shape, self.grid, layout,
                                backend=self.backend)
+
+    def gather_rows(self, global_ids, *, validate=True, label="gather-rows"):
+        """Global rows ``global_ids`` on this rank, fetched sparsity-aware. Collective.
+
+        See :func:`spgnn.core.row_gather.gather_rows` (layouts, ledger, errors).
+        """
+        return gather_rows(self, global_ids, validate=validate, label=label)
 
     def to_global(self, root=None):
         """Gather the whole matrix. Collective.

@@ -65,9 +65,8 @@ import scipy.sparse as sp
 from ..core.dist_dense import DistDenseMatrix
 from ..core.dist_sparse import DistSparseMatrix
 from ..core.spmm import spmm
-from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure
 from ..grid import grid_1d, grid_15d
-from ..layout import Layout, block_bounds, block_offsets
+from ..layout import Layout, block_bounds
 from .sage import GraphSAGE, softmax_cross_entropy_sum
 
 __all__ = ["FeatureStore", "MinibatchGraph", "MinibatchTrainer", "bulk_positions",
@@ -128,152 +127,63 @@ def step_schedule(num_batches, bulk, size, mode="replicated", replication=1):
 class FeatureStore:
     """Node features split by rows over the ranks of ``comm``; sparsity-aware row fetching.
 
-    Rank ``r`` holds global rows ``offsets[r]:offsets[r+1]``.
+    A thin adapter over a :class:`~spgnn.core.dist_dense.DistDenseMatrix` in
+    ``Layout("row", row_splits=offsets)`` on a 1-D grid of ``comm``: rank
+    ``r`` holds global rows ``offsets[r]:offsets[r+1]`` and :meth:`fetch` is
+    :meth:`DistDenseMatrix.gather_rows` (de-duplicated, sparsity-aware
+    alltoallv; ledger labels ``<label>:ids`` and ``<label>:rows``).
 
-    Parameters
-    ----------
-    local : ndarray (offsets[r+1] - offsets[r], f), this rank's rows
-    comm : Communicator
-    offsets : sequence of ``size + 1`` ints (default: ``block_offsets(n, size)``
-        -- needs ``n``, so pass them, or use :meth:`from_global`)
-    label : ledger label prefix of the exchanges (``<label>:ids``, ``<label>:rows``)
-
-    Local to construct (the caller guarantees consistent offsets).
+    Build it with :meth:`from_global` (collective).
     """
 
-    def __init__(self, local, comm, offsets, *, label="feature-fetch"):
-        local = np.asarray(local)
-        if local.ndim != 2:
-            raise DimensionMismatch(f"FeatureStore: local rows must be 2-D, but got shape "
-                                    f"{local.shape}")
-        if local.dtype.kind not in "fiu":
-            raise DTypeError(f"FeatureStore: features must be numeric, but got {local.dtype}")
-        off = np.asarray(offsets, dtype=np.int64)
-        if off.shape != (comm.size + 1,) or off[0] != 0 or np.any(np.diff(off) < 0):
-            raise ValueError(f"FeatureStore: offsets must be {comm.size + 1} non-decreasing ints "
-                             f"from 0, but got {off.tolist()}")
-        r = comm.rank
-        if local.shape[0] != off[r + 1] - off[r]:
-            raise DimensionMismatch(f"FeatureStore: rank {r} owns rows [{off[r]}, {off[r + 1]}) "
-                                    f"but holds {local.shape[0]} rows")
-        self.local = np.ascontiguousarray(local)
-        self.comm = comm
-        self.offsets = off
-        self.n = int(off[-1])
-        self.width = int(local.shape[1])
+    def __init__(self, matrix, *, label="feature-fetch"):
+        self.matrix = matrix
+        self.comm = matrix.grid.world
+        self.offsets = np.asarray(matrix.layout.offsets(matrix.grid, matrix.shape[0], 0),
+                                  dtype=np.int64)
+        self.n, self.width = (int(v) for v in matrix.shape)
         self.label = str(label)
 
     @property
+    def local(self):
+        """This rank's rows (a numpy array)."""
+        return self.matrix.local
+
+    @property
     def dtype(self):
-        return self.local.dtype
+        return self.matrix.dtype
 
     @property
     def row_bytes(self) -> int:
-        return self.width * self.local.itemsize
+        return self.width * self.matrix.dtype.itemsize
 
     @classmethod
     def from_global(cls, x, comm, *, root=0, offsets=None, label="feature-fetch"):
-        """Split a global ``(n, f)`` array by rows.
+        """Split a global ``(n, f)`` array by rows (``block_offsets(n, P)`` by default).
 
         ``root=None``: every rank passes the same ``x`` and keeps its rows (no
-        communication).  ``root=r``: only rank ``r`` needs ``x``; the blocks
-        are scattered with one alltoallv (after a ``bcast_obj`` of the shape).
+        communication beyond building the 1-D grid).  ``root=r``: only rank
+        ``r`` needs ``x``; the blocks are scattered with one alltoallv.
 
-        Collective: yes (with ``root``).
+        Collective: yes.
         """
-        p, r = comm.size, comm.rank
-        if root is None:
-            x = np.asarray(x)
-            if x.ndim != 2:
-                raise DimensionMismatch(f"FeatureStore.from_global: x must be 2-D, but got "
-                                        f"shape {x.shape}")
-            off = np.asarray(block_offsets(x.shape[0], p) if offsets is None else offsets)
-            return cls(x[off[r]:off[r + 1]], comm, off, label=label)
-        meta = None
-        if r == root:
-            x = np.asarray(x)
-            meta = (x.shape, x.dtype.str) if x.ndim == 2 else ("bad", x.ndim)
-        meta = comm.bcast_obj(meta, root=root, label=f"{label}:scatter")
-        if meta[0] == "bad":
-            raise DimensionMismatch(f"FeatureStore.from_global: x must be 2-D, but got "
-                                    f"ndim={meta[1]} on root {root}")
-        (n, f), dt = meta
-        off = np.asarray(block_offsets(n, p) if offsets is None else offsets, dtype=np.int64)
-        if r == root:
-            send, counts = np.ascontiguousarray(x), np.diff(off)
-        else:
-            send, counts = np.empty((0, f), dtype=np.dtype(dt)), np.zeros(p, dtype=np.int64)
-        recv = np.zeros(p, dtype=np.int64)
-        recv[root] = off[r + 1] - off[r]
-        local = comm.alltoallv(send, counts, recv, label=f"{label}:scatter")
-        return cls(local, comm, off, label=label)
+        grid = grid_1d(comm)
+        layout = Layout("row", row_splits=None if offsets is None else tuple(offsets))
+        matrix = DistDenseMatrix.from_global(x, grid, layout, root=root)
+        return cls(matrix, label=label)
 
     def owner(self, ids):
         """Rank owning each global row id. Local, pure."""
         return np.searchsorted(self.offsets, np.asarray(ids, dtype=np.int64), side="right") - 1
 
     def fetch(self, global_ids, *, validate=True):
-        """Rows ``global_ids`` (any order, repeats allowed), in request order.
+        """Rows ``global_ids`` (any order, repeats allowed), in request order. Collective.
 
-        De-duplicates the ids, sends each owner the distinct ids it owns (one
-        alltoallv, preceded by an alltoall of the counts) and receives exactly
-        those rows (one alltoallv); own rows are copied locally, never
-        counted.  Ledger, per rank: under ``<label>:ids`` the counts
-        (``8·(P-1)`` bytes each way) and ``8·|distinct remote ids|`` bytes
-        sent; under ``<label>:rows`` ``|distinct remote ids| · row_bytes``
-        bytes received.
-
-        Parameters
-        ----------
-        global_ids : 1-D int array
-        validate : bool
-            Check ``0 <= id < n`` on every rank together (one small
-            allreduce through :meth:`Communicator.agree`, label
-            ``<label>:check``).  The trainer skips it: sampler output is valid
-            by construction.
-
-        Returns
-        -------
-        ndarray ``(len(global_ids), f)`` of the store's dtype.
-
-        Collective: yes -- every rank calls it (possibly with no ids).
+        :func:`spgnn.core.row_gather.gather_rows` under this store's label;
+        ``validate=False`` skips the agreed range check (sampler output is
+        valid by construction).
         """
-        ids = np.asarray(global_ids)
-        if ids.ndim != 1:
-            raise DimensionMismatch(f"FeatureStore.fetch: ids must be 1-D, but got shape "
-                                    f"{ids.shape}")
-        if ids.dtype.kind not in "iu" and ids.size:
-            raise DTypeError(f"FeatureStore.fetch: ids must be integers, but got {ids.dtype}")
-        ids = ids.astype(np.int64, copy=False)
-        if validate:
-            err = None
-            if ids.size and (ids.min() < 0 or ids.max() >= self.n):
-                err = InvalidSparseStructure(f"FeatureStore.fetch: ids must lie in [0, {self.n}), "
-                                             f"but got range [{ids.min()}, {ids.max()}]")
-            # the check depends on local data: every rank raises together
-            self.comm.agree(err)
-        comm, p, me = self.comm, self.comm.size, self.comm.rank
-        uniq, inv = np.unique(ids, return_inverse=True)
-        own = self.owner(uniq)
-        remote = own != me
-        r_ids = uniq[remote]                       # sorted, hence grouped by owner
-        req = np.bincount(own[remote], minlength=p).astype(np.int64)
-        # No rank moves more than n·f elements (n ids) in total, so when that
-        # fits in one MPI count every rank skips the large-message agreement
-        # alike (no extra allreduce per fetch).
-        split = False if self.n * max(self.width, 1) <= comm.max_count else None
-        # ids to their owners: counts first (I need them per source), then ids
-        asked_counts = comm.alltoall(req, label=f"{self.label}:ids").astype(np.int64)
-        asked = comm.alltoallv(r_ids, req, asked_counts, label=f"{self.label}:ids", split=split)
-        rows = self.local[asked - self.offsets[me]] if asked.size else \
-            np.empty((0, self.width), dtype=self.dtype)
-        got = comm.alltoallv(np.ascontiguousarray(rows), asked_counts, req,
-                             label=f"{self.label}:rows", split=split)
-        table = np.empty((uniq.size, self.width), dtype=self.dtype)
-        table[remote] = got
-        mine = ~remote
-        table[mine] = self.local[uniq[mine] - self.offsets[me]]
-        return table[inv.reshape(-1)]
+        return self.matrix.gather_rows(global_ids, validate=validate, label=self.label)
 
 
 # --------------------------------------------------------------------------- #

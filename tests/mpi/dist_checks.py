@@ -17,8 +17,8 @@ from hypothesis import given  # noqa: E402
 from spgnn.testing.mpi import mpi_hypothesis_settings  # noqa: E402
 
 from spgnn import Communicator  # noqa: E402
-from dist_cases import (check_dense_placement, check_sparse_placement, check_spmm_1d,  # noqa: E402
-                        placement_case, spmm_case)
+from dist_cases import (check_dense_placement, check_gather_rows, check_sparse_placement,  # noqa: E402
+                        check_spmm_1d, gather_case, placement_case, spmm_case)
 
 
 def main():
@@ -45,7 +45,12 @@ def main():
     def spmm_1d(case):
         check_spmm_1d(comm, case, args.backend)
 
-    for test in (dense, sparse, spmm_1d):
+    @profile
+    @given(gather_case(sizes=(p,)))
+    def gather(case):
+        check_gather_rows(comm, case, args.backend)
+
+    for test in (dense, sparse, spmm_1d, gather):
         test()
         comm.barrier()
     if comm.rank == 0:

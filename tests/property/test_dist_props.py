@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from hypothesis import given
 
@@ -17,8 +18,8 @@ from spgnn import DistDenseMatrix, DistSparseMatrix, Layout, ProcessGrid, run_lo
 from spgnn.testing.strategies_dist import random_sparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from dist_cases import (check_dense_placement, check_sparse_placement, check_spmm_1d,  # noqa: E402
-                        lambda_volume, placement_case, spmm_case)
+from dist_cases import (check_dense_placement, check_gather_rows, check_sparse_placement,  # noqa: E402
+                        check_spmm_1d, gather_case, lambda_volume, placement_case, spmm_case)
 
 
 # A deadlock in a test surfaces as TimeoutError after this many seconds
@@ -38,6 +39,21 @@ def test_dense_place_redistribute_gather(case):
 @given(placement_case())
 def test_sparse_place_redistribute_gather(case):
     run_loopback(_ranks(case), check_sparse_placement, case, timeout=TIMEOUT)
+
+
+@given(gather_case())
+def test_gather_rows_matches_indexing(case):
+    run_loopback(_ranks(case), check_gather_rows, case, timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("grid, rows", [
+    (((2, 2), ("row", "col")), ("col", "row")),       # block order != sub-communicator order
+    (((2, 3), ("row", "layer")), ("row",)),           # replicas fetch within their group
+    (((2, 2, 2), ("row", "col", "layer")), ("layer", "row")),
+])
+def test_gather_rows_on_multi_axis_layouts(grid, rows):
+    case = dict(grid=grid, shape=(11, 3), layout=Layout(rows), seed=5, count=9)
+    run_loopback(int(np.prod(grid[0])), check_gather_rows, case, timeout=TIMEOUT)
 
 
 @given(spmm_case())
