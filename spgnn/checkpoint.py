@@ -55,7 +55,8 @@ import numpy as np
 from spgnn.errors import SpgnnError
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "list_checkpoints",
-           "save_checkpoint_collective", "load_checkpoint_collective", "write_npz_atomic"]
+           "save_checkpoint_collective", "load_checkpoint_collective", "load_training_state",
+           "write_npz_atomic"]
 
 logger = logging.getLogger(__name__)
 
@@ -520,3 +521,24 @@ def write_npz_atomic(path, arrays: dict) -> None:
     with open(tmp, "wb") as f:
         np.savez(f, **arrays)
     os.replace(tmp, path)
+
+
+def load_training_state(comm, directory, fmt: str, config: dict, what: str = "training"):
+    """The newest checkpoint in ``directory``, checked to be a ``fmt`` state saved by ``config``.
+
+    For training commands that store ``{"format": fmt, "config": {...}, ...}``.
+    Collective (:func:`load_checkpoint_collective`); every rank raises
+    ``ValueError`` together for another kind of checkpoint or for one whose
+    saved ``config`` differs from ``config`` in any key (each difference is
+    named: resuming under other settings would not continue the same run).
+    """
+    state, _ = load_checkpoint_collective(comm, directory)
+    if not isinstance(state, dict) or state.get("format") != fmt:
+        raise ValueError(f"train: {directory} holds no {what} checkpoint")
+    saved = state.get("config", {})
+    diff = {k: (saved.get(k), config[k]) for k in config if saved.get(k) != config[k]}
+    if diff:
+        raise ValueError(f"train: the checkpoint in {directory} was written by another "
+                         f"configuration: " + ", ".join(f"{k}: saved {a!r}, now {b!r}"
+                                                        for k, (a, b) in sorted(diff.items())))
+    return state

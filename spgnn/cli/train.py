@@ -205,17 +205,9 @@ def _save(comm, directory, trainer, cfg, history):
 
 
 def _resume(comm, directory, trainer, cfg):
-    from spgnn.checkpoint import load_checkpoint_collective
+    from spgnn.checkpoint import load_training_state
 
-    state, _ = load_checkpoint_collective(comm, directory)
-    if not isinstance(state, dict) or state.get("format") != "spgnn-train":
-        raise ValueError(f"train: {directory} holds no training checkpoint")
-    saved = state["config"]
-    diff = {k: (saved.get(k), cfg[k]) for k in cfg if saved.get(k) != cfg[k]}
-    if diff:
-        raise ValueError(f"train: the checkpoint in {directory} was written by another "
-                         f"configuration: " + ", ".join(f"{k}: saved {a!r}, now {b!r}"
-                                                        for k, (a, b) in sorted(diff.items())))
+    state = load_training_state(comm, directory, "spgnn-train", cfg)
     trainer.load_state_dict(state["ranks"][comm.rank])
     return list(state.get("history", []))
 

@@ -646,18 +646,9 @@ def _load_sage_checkpoint(comm, directory, cfg):
     Raises ``ValueError`` on every rank for a folder holding another kind of
     checkpoint or one written by another configuration.
     """
-    from ..checkpoint import load_checkpoint_collective
+    from ..checkpoint import load_training_state
 
-    state, _ = load_checkpoint_collective(comm, directory)
-    if not isinstance(state, dict) or state.get("format") != "spgnn-train-sage":
-        raise ValueError(f"train: {directory} holds no --model sage training checkpoint")
-    saved = state["config"]
-    diff = {k: (saved.get(k), cfg[k]) for k in cfg if saved.get(k) != cfg[k]}
-    if diff:
-        raise ValueError(f"train: the checkpoint in {directory} was written by another "
-                         f"configuration: " + ", ".join(f"{k}: saved {a!r}, now {b!r}"
-                                                        for k, (a, b) in sorted(diff.items())))
-    return state
+    return load_training_state(comm, directory, "spgnn-train-sage", cfg, "--model sage training")
 
 
 def _progress_bar(comm, args, done, desc):
