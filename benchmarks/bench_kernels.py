@@ -379,6 +379,7 @@ def bench_locality(name, A, f, be, triad_gbs, repeat, seed=0):
 
 def markdown_tables(report) -> str:
     """The SpMM, SDDMM, SpGEMM and locality tables of docs/performance.md, from a report. Pure."""
+    nan = float("nan")
     ms = lambda t: f"{t * 1e3:.3g}"                                     # noqa: E731
     out = ["### SpMM Y = A·X (plus_times, float32)", "",
            "| graph | f | spgnn ms | scipy ms | torch CSR ms | GraphBLAS ms | vs torch | vs scipy "
@@ -386,8 +387,8 @@ def markdown_tables(report) -> str:
     for r in report["spmm"]:
         t, v = r["times_s"], r["speedup_vs"]
         out.append(f"| {r['graph']} | {r['f']} | {ms(t['spgnn'])} | {ms(t['scipy'])} | "
-                   f"{ms(t.get('torch_csr', float('nan')))} | {ms(t.get('graphblas', float('nan')))} | "
-                   f"{v.get('torch_csr', float('nan')):.2f}x | {v['scipy']:.2f}x | "
+                   f"{ms(t.get('torch_csr', nan))} | {ms(t.get('graphblas', nan))} | "
+                   f"{v.get('torch_csr', nan):.2f}x | {v['scipy']:.2f}x | "
                    f"{r['spgnn_model_gbs']:.1f} | {r['fraction_of_bound']:.2f} |")
     out += ["", "### SDDMM (attention scores: `C[e] = A[e] * <X[i], Y[j]>`)", "",
             "| graph | d | spgnn ms | torch sampled_addmm ms | numpy gather ms | vs best |",
@@ -395,16 +396,16 @@ def markdown_tables(report) -> str:
     for r in report["sddmm"]:
         t = r["times_s"]
         out.append(f"| {r['graph']} | {r['f']} | {ms(t['spgnn'])} | "
-                   f"{ms(t.get('torch_sampled_addmm', float('nan')))} | {ms(t['numpy_gather'])} | "
+                   f"{ms(t.get('torch_sampled_addmm', nan))} | {ms(t['numpy_gather'])} | "
                    f"{r['speedup_vs_best']:.2f}x ({r['best_alternative']}) |")
     out += ["", "### SpGEMM (plus_times; sorted, duplicate-free output)", "",
-            "| graph | product | flops | nnz(C) | spgnn ms | scipy ms | GraphBLAS ms | vs GraphBLAS "
-            "| vs scipy |", "|---|---|---|---|---|---|---|---|---|"]
+            "| graph | product | flops | nnz(C) | spgnn ms | scipy ms | GraphBLAS ms "
+            "| vs GraphBLAS | vs scipy |", "|---|---|---|---|---|---|---|---|---|"]
     for r in report["spgemm"]:
         t, v = r["times_s"], r["speedup_vs"]
         out.append(f"| {r['graph']} | {r['kind']} | {r['flops']:.2e} | {r['nnz_c']:.2e} | "
-                   f"{ms(t['spgnn'])} | {ms(t['scipy'])} | {ms(t.get('graphblas', float('nan')))} | "
-                   f"{v.get('graphblas', float('nan')):.2f}x | {v['scipy']:.2f}x |")
+                   f"{ms(t['spgnn'])} | {ms(t['scipy'])} | {ms(t.get('graphblas', nan))} | "
+                   f"{v.get('graphblas', nan):.2f}x | {v['scipy']:.2f}x |")
     out += ["", "### Locality (SpMM, `spgnn.partition.reorder`)", "",
             "| graph | f | original ms | rcm | degree | metis | best speedup | reorder time "
             "rcm / degree / metis s |", "|---|---|---|---|---|---|---|---|"]

@@ -145,7 +145,8 @@ def test_sage_minibatch_command(sampler):
     # default model selection: the reported model is the best-validation epoch's
     for rep in (one, two):
         assert rep["model_selection"] == "best-val" and 1 <= rep["best_epoch"] <= 3
-        assert rep["val_acc"] == rep["best_val_acc"] and rep["test_acc"] == rep["test_acc_at_best_val"]
+        assert rep["val_acc"] == rep["best_val_acc"]
+        assert rep["test_acc"] == rep["test_acc_at_best_val"]
 
 
 def test_sage_last_epoch_selection():

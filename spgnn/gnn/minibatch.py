@@ -697,7 +697,12 @@ def train_sage(args, comm) -> dict:
         (0: evaluate only at the end; k: also every k epochs, reporting the
         test accuracy at the best validation accuracy), ``model_selection``
         (``"last"``, default here, or ``"best-val"``: needs ``eval_every``;
-        the earliest epoch with the highest validation accuracy wins).
+        the earliest epoch with the highest validation accuracy wins),
+        ``checkpoint`` / ``resume`` (folders, as for the GCN command: the
+        whole state, model-selection state included, is replicated and
+        written by rank 0 every ``every`` epochs), ``save_weights`` (npz of
+        the reported model's parameters), ``no_progress`` (default True: no
+        tqdm bar).
     comm : Communicator
 
     Returns
@@ -705,10 +710,11 @@ def train_sage(args, comm) -> dict:
     dict with ``test_acc``, ``val_acc``, ``train_acc`` (full-neighbourhood
     inference of the selected model), ``model_selection`` (what was
     selected), ``last_epoch_test_acc``, ``last_epoch_val_acc`` (the last
-    epoch's model, equal to the above with ``"last"``), ``epochs``,
-    ``seconds_per_epoch`` (mean over epochs after the first, slowest rank), ``bytes_per_epoch`` (bytes
-    all ranks sent in the last epoch: sampling, feature fetching, gradient
-    allreduces), ``fetch_bytes_per_epoch``, ``final_loss``,
+    epoch's model, equal to the above with ``"last"``), ``epochs`` (in total,
+    resumed ones included), ``epochs_this_run``, ``resumed_from`` (epoch or
+    None), ``seconds_per_epoch`` (mean over epochs after the first, slowest
+    rank), ``bytes_per_epoch`` (bytes all ranks sent in the last epoch:
+    sampling, feature fetching, gradient allreduces), ``fetch_bytes_per_epoch``, ``final_loss``,
     ``algorithm="sage-minibatch"``, ``sampler``, ``ranks``, ``seed``,
     ``graph``, ``fanout``, ``batch_size``, ``bulk``, ``partition_mode``;
     ``best_val_acc``, ``test_acc_at_best_val``, ``best_epoch`` (None unless
@@ -733,6 +739,8 @@ def train_sage(args, comm) -> dict:
                          f"{args.model_selection!r}")
     if int(getattr(args, "eval_every", 0) or 0) < 0:
         raise ValueError("train_sage: --eval-every must be >= 0")
+    if getattr(args, "model_selection", None) == "best-val" and not getattr(args, "eval_every", 0):
+        raise ValueError("train_sage: --model-selection best-val needs --eval-every >= 1")
     if args.batch_size < 1 or args.bulk < 1 or args.hidden < 1 or args.epochs < 0:
         raise ValueError("train_sage: --batch-size, --bulk, --hidden must be >= 1 and --epochs "
                          ">= 0")
@@ -803,7 +811,7 @@ def train_sage(args, comm) -> dict:
                     best_state = model.state_dict()
         if bar is not None:
             bar.set_postfix(loss=f"{rec['loss']:.4f}", acc=f"{rec['train_acc']:.3f}",
-                            bytes=f"{rec['bytes']:,}", refresh=False)
+                            bytes_rank0=f"{rec['bytes']:,}", refresh=False)
             bar.update(1)
         if ckpt_dir and trainer.epoch % ckpt_every == 0:
             _save_sage_checkpoint(comm, ckpt_dir, trainer, cfg, best, best_state)

@@ -1,0 +1,36 @@
+"""``benchmarks/bench_kernels.py --markdown REPORT`` renders a saved report (no timing, no extras)."""
+
+import json
+import subprocess
+import sys
+
+from spgnn.testing.data import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "benchmarks" / "bench_kernels.py"
+
+
+def _report():
+    spmm = {"graph": "g", "f": 16, "times_s": {"spgnn": 0.001, "scipy": 0.003},
+            "speedup_vs": {"scipy": 3.0}, "spgnn_model_gbs": 12.5, "fraction_of_bound": 0.5}
+    sddmm = {"graph": "g", "f": 64, "times_s": {"spgnn": 0.002, "numpy_gather": 0.02},
+             "best_alternative": "numpy_gather", "speedup_vs_best": 10.0}
+    spgemm = {"graph": "g", "kind": "Q·A", "flops": 1000, "nnz_c": 900,
+              "times_s": {"spgnn": 0.0005, "scipy": 0.001, "graphblas": 0.0004},
+              "speedup_vs": {"scipy": 2.0, "graphblas": 0.8}}
+    order = {"time_s": 0.004, "fraction_of_bound": 0.7, "speedup_vs_original": 1.0}
+    locality = {"graph": "g", "f": 64, "reorder_time_s": {"rcm": 0.1, "degree": 0.05, "metis": 1.0},
+                "orders": {k: dict(order) for k in ("original", "rcm", "degree", "metis")}}
+    return {"spmm": [spmm], "sddmm": [sddmm], "spgemm": [spgemm], "locality": [locality]}
+
+
+def test_markdown_tables_from_a_saved_report(tmp_path):
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(_report()))
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--markdown", str(path)],
+                          capture_output=True, text=True, timeout=120, cwd=str(REPO_ROOT))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "| g | 16 | 1 | 3 | nan | nan | nanx | 3.00x | 12.5 | 0.50 |" in lines
+    assert "| g | 64 | 2 | nan | 20 | 10.00x (numpy_gather) |" in lines
+    assert "| g | Q·A | 1.00e+03 | 9.00e+02 | 0.5 | 1 | 0.4 | 0.80x | 2.00x |" in lines
+    assert "| g | 64 | 4 (0.70) | 4 (0.70) | 4 (0.70) | 4 (0.70) | 1.00x | 0.10 / 0.05 / 1.00 |" in lines
