@@ -48,14 +48,13 @@ if __name__ == "__main__":
     _early_threads(sys.argv[1:])
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _harness import machine  # noqa: E402
+from _harness import machine, write_record  # noqa: E402
 from bench_gcn_pyg import (DROPOUT, GRAPHS, HIDDEN, LR, WEIGHT_DECAY, _check_inputs,  # noqa: E402
                            load_case)
 
@@ -223,13 +222,7 @@ def main(argv=None):
     record = {"machine": machine(), "threads": args.threads, "repeat": args.repeat,
               "warmup": args.warmup, "pyg": missing or ("skipped" if args.no_pyg else "available"),
               "rows": rows}
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(record, f)
-    if args.json:
-        print(json.dumps(record))
-    else:
-        print_table(rows, args.threads)
+    write_record(record, args.out, args.json, lambda: print_table(rows, args.threads))
 
 
 if __name__ == "__main__":

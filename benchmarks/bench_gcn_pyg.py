@@ -50,7 +50,6 @@ Timings on a shared or oversubscribed machine are indicative only.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -64,7 +63,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _harness import machine  # noqa: E402
+from _harness import machine, write_record  # noqa: E402
 
 import spgnn  # noqa: E402
 from spgnn.io import Graph, load_graph  # noqa: E402
@@ -510,13 +509,8 @@ def main(argv=None):
     record = {"machine": machine(), "versions": _versions(), "threads": args.threads,
               "input_dropout": args.input_dropout, "repeat": args.repeat,
               "warmup": args.warmup, "rows": rows}
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(record, f)
-    if args.json:
-        print(json.dumps(record))
-    else:
-        print_table(rows, args.threads, args.input_dropout)
+    write_record(record, args.out, args.json,
+                 lambda: print_table(rows, args.threads, args.input_dropout))
 
 
 if __name__ == "__main__":
