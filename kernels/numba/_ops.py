@@ -20,7 +20,7 @@ __all__ = [
     "ADD_PLUS", "ADD_MIN", "ADD_MAX", "ADD_TIMES",
     "MUL_TIMES", "MUL_PLUS", "MUL_FIRST", "MUL_SECOND", "MUL_PAIR",
     "ADD_CODES", "MUL_CODES", "semiring_add", "semiring_mul", "row_partition", "clamp_parts",
-    "atomic_fetch_add", "prefetch_row", "chunk_count", "PREFETCH_BYTES", "PREFETCH_DIST",
+    "atomic_fetch_add", "prefetch_row", "prefetch_at", "chunk_count", "PREFETCH_BYTES", "PREFETCH_DIST",
 ]
 
 #: SpMM prefetches the row of ``X`` needed ``PREFETCH_DIST`` nonzeros ahead
@@ -181,6 +181,29 @@ def prefetch_row(typingctx, arr, row):
         builder.call(fn, [builder.bitcast(ptr, vp), i32(0), i32(3), i32(1)])
         return context.get_dummy_value()
     return types.none(arr, row), codegen
+
+
+@intrinsic
+def prefetch_at(typingctx, arr, idx):
+    """Software prefetch (read, all cache levels) of ``arr[idx]`` of a 1-D array.
+
+    For gathers of whole CSR rows at random addresses (the selection
+    SpGEMM's copy of rows of ``B``): the kernel knows the rows a few
+    iterations ahead, the hardware prefetcher does not.  ``idx`` must be in
+    range (the address computation must stay inside the array).
+    """
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        i = context.cast(builder, args[1], sig.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [i], wraparound=False)
+        i32 = ir.IntType(32)
+        vp = ir.PointerType(ir.IntType(8))
+        fnty = ir.FunctionType(ir.VoidType(), [vp, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, vp), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+    return types.none(arr, idx), codegen
 
 
 @numba.njit(cache=True, nogil=True)

@@ -40,7 +40,7 @@ import numba
 import numpy as np
 
 from ._ops import (ADD_PLUS, MUL_TIMES, atomic_fetch_add, chunk_count, clamp_parts,
-                   row_partition, semiring_add, semiring_mul)
+                   prefetch_at, row_partition, semiring_add, semiring_mul)
 
 __all__ = ["csr_spgemm_symbolic", "csr_spgemm_numeric", "csr_spgemm_onehot", "SMALL", "SCAN_RATIO"]
 
@@ -50,6 +50,9 @@ SMALL = 32
 #: that span is at most ``SCAN_RATIO`` times the row's distinct column count
 #: (a linear scan then beats an O(r log r) sort), else by sorting.
 SCAN_RATIO = 16
+#: The selection product prefetches the row of ``B`` this many rows ahead
+#: (and its row pointer twice as far).
+ROW_AHEAD = 8
 #: Largest marker tag: markers are int32 (half the cache footprint of int64)
 #: holding a per-worker row counter that restarts, after clearing the
 #: marker, when it reaches this value.
@@ -408,7 +411,19 @@ def csr_spgemm_onehot(a_indices, a_data, b_indptr, b_indices, b_data, mul_op, np
             p = atomic_fetch_add(counter, 0, 1)
             if p >= nchunks:
                 break
-            for i in range(bounds[p], bounds[p + 1]):
+            lo = bounds[p]
+            hi = bounds[p + 1]
+            for i in range(lo, hi):
+                # rows of B sit at random addresses, usually not in cache:
+                # request B's row pointer 2*ROW_AHEAD rows ahead and the row
+                # itself (indices and values) ROW_AHEAD rows ahead
+                if i + 2 * ROW_AHEAD < hi:
+                    prefetch_at(b_indptr, a_indices[i + 2 * ROW_AHEAD])
+                if i + ROW_AHEAD < hi:
+                    kk = a_indices[i + ROW_AHEAD]
+                    if b_indptr[kk] < b_indptr[kk + 1]:
+                        prefetch_at(b_indices, b_indptr[kk])
+                        prefetch_at(b_data, b_indptr[kk])
                 k = a_indices[i]
                 av = a_data[i]
                 src = np.int64(b_indptr[k])
