@@ -86,26 +86,14 @@ def _common_index(*arrays):
     return np.dtype(np.int64) if any(a.dtype == np.int64 for a in arrays) else np.dtype(np.int32)
 
 
-def _spgemm_work(a, b):
-    """Work estimate of ``A @ B`` for :class:`_threads`: the scalar products plus a
-    per-row cost.  Each output row walks a chain of dependent loads (``A``'s
-    entry, ``B``'s row pointer, ``B``'s row) whatever its length, so a road
-    network's ``A @ A`` (2-3 nonzeros per row, 5 products) is worth both
-    threads long before its flop count says so."""
-    return _flops(a, b) + 8 * a.shape[0]
-
-
-def _flops(a, b):
-    """Scalar products of ``A @ B`` (``sum_{(i,k) in A} nnz(B[k, :])``), O(nnz(A)) in numpy.
-
-    Gathers ``b.indptr`` at ``a.indices`` rather than differencing all of
-    ``b.indptr``: a sampled ``Q @ A`` has a few thousand nonzeros in ``Q`` but
-    ``A`` may have millions of rows.
-    """
-    if a.nnz == 0:
-        return 0
-    k = a.indices.astype(np.int64, copy=False)
-    return int((b.indptr[k + 1].astype(np.int64) - b.indptr[k]).sum())
+def _spgemm_work(k, a, b):
+    """Work estimate of ``A @ B`` for :class:`_threads`, capped at :data:`SERIAL_WORK`:
+    the scalar products plus 8 per output row.  Each output row walks a chain
+    of dependent loads (``A``'s entry, ``B``'s row pointer, ``B``'s row)
+    whatever its length, so a road network's ``A @ A`` (2-3 nonzeros per row,
+    5 products) is worth both threads long before its flop count says so.
+    Counted by an early-exit kernel: only "below the threshold or not" matters."""
+    return int(k["spgemm"].spgemm_work_at_least(a.indptr, a.indices, b.indptr, 8, SERIAL_WORK))
 
 
 @register_backend
@@ -214,7 +202,7 @@ class NumbaBackend(Backend):
         k = _kernels()
         idt = _common_index(a.indices, b.indices)
         out_indptr = np.empty(a.shape[0] + 1, dtype=np.int64)
-        with _threads(k, _spgemm_work(a, b)):
+        with _threads(k, _spgemm_work(k, a, b)):
             k["spgemm"].csr_spgemm_symbolic(
                 a.indptr.astype(idt, copy=False), a.indices.astype(idt, copy=False),
                 b.indptr.astype(idt, copy=False), b.indices.astype(idt, copy=False),
@@ -241,7 +229,7 @@ class NumbaBackend(Backend):
         out_indptr = indptr.astype(idt)
         out_indices = np.empty(nnz, dtype=idt)
         out_data = np.empty(nnz, dtype=dt)
-        with _threads(k, _spgemm_work(a, b)):
+        with _threads(k, _spgemm_work(k, a, b)):
             bad = k["spgemm"].csr_spgemm_numeric(
                 a.indptr.astype(idt, copy=False), a.indices.astype(idt, copy=False),
                 a.data.astype(dt, copy=False),

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from spgnn.backends import available_backends, backend_status, get_backend
 from spgnn.core.local import LocalCSR
@@ -348,7 +349,8 @@ def test_numba_kernels_are_cached_on_disk():
     from spgnn._kernels.numba import _ops, extract, sddmm, spgemm, spmm
 
     kernels = {"spmm": ["csr_spmm_rowwise", "csr_spmm_plus_times"],
-               "spgemm": ["csr_spgemm_symbolic", "csr_spgemm_numeric", "csr_spgemm_onehot"],
+               "spgemm": ["csr_spgemm_symbolic", "csr_spgemm_numeric", "csr_spgemm_onehot",
+                          "spgemm_work_at_least"],
                "sddmm": ["csr_sddmm"],
                "extract": ["csr_extract_rows_indptr", "csr_extract_rows",
                            "csr_extract_cols_indptr", "csr_extract_cols", "csr_transpose"],
@@ -370,3 +372,17 @@ def test_cupy_slot_reports_a_reason():
     assert why is None or isinstance(why, str)
     if why is not None:
         assert "cupy" in why or "GPU" in why
+
+
+@pytest.mark.skipif("numba" not in BACKENDS, reason="numba backend unavailable")
+def test_spgemm_work_estimate_is_exact_below_the_cap():
+    from spgnn._kernels.numba.spgemm import spgemm_work_at_least
+
+    a = sp.random_array((40, 30), density=0.2, rng=np.random.default_rng(1), format="csr")
+    b = sp.random_array((30, 50), density=0.3, rng=np.random.default_rng(2), format="csr")
+    flops = int(np.diff(b.indptr)[a.indices].sum())
+    exact = flops + 8 * a.shape[0]
+    assert spgemm_work_at_least(a.indptr, a.indices, b.indptr, 8, 10**9) == exact
+    assert spgemm_work_at_least(a.indptr, a.indices, b.indptr, 8, exact) == exact
+    assert spgemm_work_at_least(a.indptr, a.indices, b.indptr, 8, exact - 1) == exact - 1
+    assert spgemm_work_at_least(a.indptr, a.indices, b.indptr, 8, 5) == 5    # rows alone reach it
