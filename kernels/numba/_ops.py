@@ -156,6 +156,22 @@ def atomic_fetch_add(typingctx, arr, idx, val):
     return arr.dtype(arr, idx, val), codegen
 
 
+def _prefetch_codegen(context, builder, sig, args):
+    """``llvm.prefetch`` (read, keep in all cache levels) of ``arr[i, 0, ...]``."""
+    aryty = sig.args[0]
+    ary = context.make_array(aryty)(context, builder, args[0])
+    zero = context.get_constant(types.intp, 0)
+    i = context.cast(builder, args[1], sig.args[1], types.intp)
+    idx = [i] + [zero] * (aryty.ndim - 1)
+    ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx, wraparound=False)
+    i32 = ir.IntType(32)
+    vp = ir.PointerType(ir.IntType(8))
+    fnty = ir.FunctionType(ir.VoidType(), [vp, i32, i32, i32])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+    builder.call(fn, [builder.bitcast(ptr, vp), i32(0), i32(3), i32(1)])
+    return context.get_dummy_value()
+
+
 @intrinsic
 def prefetch_row(typingctx, arr, row):
     """Software prefetch (``llvm.prefetch``, read, keep in all cache levels) of
@@ -168,19 +184,7 @@ def prefetch_row(typingctx, arr, row):
     the rest of a long row.  A prefetch never faults, but ``row`` must still
     be in range so that the address computation stays inside the array.
     """
-    def codegen(context, builder, sig, args):
-        aryty = sig.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        zero = context.get_constant(types.intp, 0)
-        r = context.cast(builder, args[1], sig.args[1], types.intp)
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [r, zero], wraparound=False)
-        i32 = ir.IntType(32)
-        vp = ir.PointerType(ir.IntType(8))
-        fnty = ir.FunctionType(ir.VoidType(), [vp, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        builder.call(fn, [builder.bitcast(ptr, vp), i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()
-    return types.none(arr, row), codegen
+    return types.none(arr, row), _prefetch_codegen
 
 
 @intrinsic
@@ -192,18 +196,7 @@ def prefetch_at(typingctx, arr, idx):
     iterations ahead, the hardware prefetcher does not.  ``idx`` must be in
     range (the address computation must stay inside the array).
     """
-    def codegen(context, builder, sig, args):
-        aryty = sig.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        i = context.cast(builder, args[1], sig.args[1], types.intp)
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [i], wraparound=False)
-        i32 = ir.IntType(32)
-        vp = ir.PointerType(ir.IntType(8))
-        fnty = ir.FunctionType(ir.VoidType(), [vp, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        builder.call(fn, [builder.bitcast(ptr, vp), i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()
-    return types.none(arr, idx), codegen
+    return types.none(arr, idx), _prefetch_codegen
 
 
 @numba.njit(cache=True, nogil=True)
