@@ -48,6 +48,8 @@ __all__ = ["Communicator", "Request", "CHUNK_TAG"]
 CHUNK_TAG = 32767
 
 _COUNT_DTYPE = np.dtype(np.int64)
+#: Seconds the abort hook waits between flushing the traceback and MPI_Abort.
+ABORT_GRACE_SECONDS = 0.25
 _PROCESS_LEDGER: Ledger | None = None
 
 
@@ -85,6 +87,11 @@ def _install_abort_hook():
             sys.stdout.flush()
             from mpi4py import MPI
 
+            if MPI.COMM_WORLD.Get_size() > 1:
+                # MPICH's launcher kills every process on MPI_Abort and drops
+                # output still in its pipes: the traceback above arrived cut
+                # short (once in ~50 CI runs).  Give it time to forward it.
+                time.sleep(ABORT_GRACE_SECONDS)
             MPI.COMM_WORLD.Abort(1)
         except Exception:  # already finalized: nothing left to abort
             pass
