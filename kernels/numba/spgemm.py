@@ -42,8 +42,8 @@ import numpy as np
 from ._ops import (ADD_PLUS, MUL_TIMES, atomic_fetch_add, chunk_count, clamp_parts,
                    prefetch_at, row_partition, semiring_add, semiring_mul)
 
-__all__ = ["csr_spgemm_symbolic", "csr_spgemm_numeric", "csr_spgemm_onehot", "spgemm_work_at_least",
-           "SMALL", "SCAN_RATIO"]
+__all__ = ["csr_spgemm_symbolic", "csr_spgemm_numeric", "csr_spgemm_onehot", "selection_indptr",
+           "spgemm_work_at_least", "SMALL", "SCAN_RATIO"]
 
 #: Rows with at most this many scalar products use expand-sort-compress.
 SMALL = 32
@@ -384,6 +384,26 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
                             acc[out_indices[q]] = zero
         bad_rows += bad
     return bad_rows
+
+
+@numba.njit(cache=True, nogil=True)
+def selection_indptr(a_indptr, a_indices, b_indptr, out_indptr):
+    """Is ``A`` a selection (one nonzero per row)?  If so, ``C = A @ B``'s indptr. Serial.
+
+    Returns False as soon as a row of ``A`` does not hold exactly one nonzero
+    (``out_indptr`` is then partly written and meaningless).  Otherwise
+    ``out_indptr`` (int64, ``m + 1``) is the prefix sum of the lengths of the
+    selected rows of ``B``.  One O(m) pass in place of five numpy
+    temporaries: on an 8192-row selection that was a third of the product.
+    """
+    m = a_indptr.shape[0] - 1
+    out_indptr[0] = 0
+    for i in range(m):
+        if a_indptr[i + 1] - a_indptr[i] != 1:
+            return False
+        k = a_indices[a_indptr[i]]
+        out_indptr[i + 1] = out_indptr[i] + (b_indptr[k + 1] - b_indptr[k])
+    return True
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)

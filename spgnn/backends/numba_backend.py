@@ -169,17 +169,14 @@ class NumbaBackend(Backend):
         V.check_spgemm(a, b, "spgemm")
         semiring = V.check_semiring(semiring)
         m = a.shape[0]
-        if m == 0 or not np.all(np.diff(a.indptr) == 1):
+        k = _kernels()
+        indptr = np.empty(m + 1, dtype=np.int64)
+        if m == 0 or not k["spgemm"].selection_indptr(a.indptr, a.indices, b.indptr, indptr):
             return self.spgemm_numeric(a, b, self.spgemm_symbolic(a, b), semiring)
         n = b.shape[1]
         dt = V.result_dtype(a.data, b.data)
-        sel = a.indices.astype(np.int64)
-        lengths = b.indptr[sel + 1] - b.indptr[sel]        # O(m), not O(B's rows)
-        indptr = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum(lengths, out=indptr[1:])
         nnz = int(indptr[-1])
         idt = V.index_dtype_for(nnz, (m, n), a.index_dtype, b.index_dtype)
-        k = _kernels()
         _, mul = _codes(k, semiring)
         out_indptr = indptr.astype(idt, copy=False)
         out_indices = np.empty(nnz, dtype=idt)

@@ -350,7 +350,7 @@ def test_numba_kernels_are_cached_on_disk():
 
     kernels = {"spmm": ["csr_spmm_rowwise", "csr_spmm_plus_times"],
                "spgemm": ["csr_spgemm_symbolic", "csr_spgemm_numeric", "csr_spgemm_onehot",
-                          "spgemm_work_at_least"],
+                          "selection_indptr", "spgemm_work_at_least"],
                "sddmm": ["csr_sddmm"],
                "extract": ["csr_extract_rows_indptr", "csr_extract_rows",
                            "csr_extract_cols_indptr", "csr_extract_cols", "csr_transpose"],
