@@ -50,6 +50,7 @@ __all__ = [
     "Graph",
     "GraphFormatError",
     "load_graph",
+    "load_on_root",
     "load_planetoid",
     "load_snap_edgelist",
     "load_jlg",
@@ -1337,6 +1338,27 @@ def _generator_graph(spec: str, name):
 def _unknown(label, why):
     formats = "\n  ".join(SUPPORTED_FORMATS)
     return GraphFormatError(f"{label}: {why}; supported formats:\n  {formats}")
+
+
+def load_on_root(comm, load, *, root=0):
+    """``load()`` on rank ``root`` (None elsewhere); a failure raises on every rank.
+
+    For commands where one rank reads the graph and then distributes it: an
+    unreadable path or malformed file (``OSError``, ``ValueError`` --
+    :class:`GraphFormatError` included -- or a missing optional ``ImportError``)
+    on the root is agreed through ``comm.agree`` so that every rank raises
+    instead of the others waiting in the next collective.
+
+    Collective over ``comm`` (one small allreduce).
+    """
+    graph, err = None, None
+    if comm.rank == root:
+        try:
+            graph = load()
+        except (OSError, ValueError, ImportError) as exc:
+            err = exc
+    comm.agree(err)
+    return graph
 
 
 def load_graph(spec, *, name=None) -> Graph:

@@ -241,18 +241,13 @@ def train(comm, args):
         (epoch, or None), ``history`` is not included (see ``--json``).
     """
     from spgnn.gnn import GCN, Adam, DistGraph, Trainer
+    from spgnn.io import load_on_root
 
     p = comm.size
     check_args(args, p)
     cfg = _config(args, p)
     t_setup = time.perf_counter()
-    graph, err = None, None
-    if comm.rank == 0:
-        try:
-            graph = _load_root(args)
-        except (OSError, ValueError, ImportError) as exc:
-            err = exc
-    comm.agree(err)      # a bad path raises on every rank, not only on rank 0
+    graph = load_on_root(comm, lambda: _load_root(args))   # a bad path raises on every rank
     kw = {}
     if args.algo == "3d" and args.grid:
         kw["grid"] = _parse_grid(args.grid, p)

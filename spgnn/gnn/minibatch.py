@@ -723,6 +723,7 @@ def train_sage(args, comm) -> dict:
     Collective over ``comm``.  Argument errors raise on every rank before
     any communication; a graph that cannot be loaded raises on every rank.
     """
+    from ..io import load_on_root
     from ..sampling import GraphSAGESampler, LADIESSampler
     from .optim import Adam
 
@@ -758,13 +759,7 @@ def train_sage(args, comm) -> dict:
     seed = int(args.seed)
 
     t_setup = time.perf_counter()
-    graph, err = None, None
-    if comm.rank == 0:
-        try:
-            graph = _load_for_sage(args)
-        except (OSError, ValueError, ImportError) as exc:
-            err = exc
-    comm.agree(err)
+    graph = load_on_root(comm, lambda: _load_for_sage(args))
     projected = bool(getattr(args, "feature_dim", None))     # then already normalised
     mg = MinibatchGraph.from_graph(graph, comm, mode=mode, replication=c, root=0, dtype=dtype,
                                    normalize_features=not projected)
