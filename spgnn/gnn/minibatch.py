@@ -68,6 +68,7 @@ from ..core.spmm import spmm
 from ..grid import grid_1d, grid_15d
 from ..layout import Layout, block_bounds
 from .sage import GraphSAGE, softmax_cross_entropy_sum
+from .train import fit_epochs
 
 __all__ = ["FeatureStore", "MinibatchGraph", "MinibatchTrainer", "bulk_positions",
            "step_schedule", "sage_adjacency", "train_sage", "MODES"]
@@ -511,16 +512,7 @@ class MinibatchTrainer:
 
     def fit(self, epochs, callback=None, evaluate=True):
         """Train ``epochs`` epochs; ``callback(trainer, record)`` returning True stops. Collective."""
-        history = []
-        for _ in range(int(epochs)):
-            rec = self.train_epoch()
-            if evaluate:
-                rec.update({("eval_train_acc" if k == "train_acc" else k): v
-                            for k, v in self.evaluate().items()})
-            history.append(rec)
-            if callback is not None and callback(self, rec):
-                break
-        return history
+        return fit_epochs(self, epochs, callback, evaluate)
 
     # -- resumption ----------------------------------------------------------- #
     def _config(self):

@@ -5,6 +5,26 @@ import numpy as np
 __all__ = ["Trainer"]
 
 
+def fit_epochs(trainer, epochs, callback=None, evaluate=True):
+    """The ``fit`` loop shared by :class:`Trainer` and the minibatch trainer. Collective.
+
+    ``epochs`` calls of ``trainer.train_epoch()``; with ``evaluate`` each
+    record is merged with ``trainer.evaluate()`` (its ``train_acc`` becoming
+    ``eval_train_acc``, so the training-mode one stays); ``callback(trainer,
+    record)`` returning True stops early.  Returns the list of records.
+    """
+    history = []
+    for _ in range(int(epochs)):
+        rec = trainer.train_epoch()
+        if evaluate:
+            rec.update({f"eval_{k}" if k == "train_acc" else k: v
+                        for k, v in trainer.evaluate().items()})
+        history.append(rec)
+        if callback is not None and callback(trainer, rec):
+            break
+    return history
+
+
 class Trainer:
     """Full-batch training of ``model`` on ``dist_graph`` with ``optimizer``.
 
@@ -96,16 +116,7 @@ class Trainer:
         :meth:`train_epoch` (and, when ``evaluate``, :meth:`evaluate`)
         record; returning ``True`` stops early.  Returns the list of records.
         """
-        history = []
-        for _ in range(int(epochs)):
-            rec = self.train_epoch()
-            if evaluate:
-                rec.update({f"eval_{k}" if k == "train_acc" else k: v
-                            for k, v in self.evaluate().items()})
-            history.append(rec)
-            if callback is not None and callback(self, rec):
-                break
-        return history
+        return fit_epochs(self, epochs, callback, evaluate)
 
     def state_dict(self):
         """Everything a bit-identical resume needs, for this rank. Local.
