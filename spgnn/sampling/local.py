@@ -480,6 +480,15 @@ class _Sampler:
         ids = self._ids(minibatch_ids, ptr.size - 1)
         return self._run(g, flat, ptr, ids, epoch)
 
+    def _hops(self, kind, sizes, g, dst, row_ptr, ids, epoch) -> BulkSample:
+        """One ``_hop`` per entry of ``sizes``; hop ``t + 1``'s rows are hop ``t``'s columns."""
+        out = BulkSample(kind, ids)
+        for hop, s in enumerate(sizes):
+            blk = self._hop(g, dst, row_ptr, ids, hop, s, epoch)
+            out.blocks.append(blk)
+            dst, row_ptr = blk.src_ids, blk.col_ptr
+        return out
+
     @staticmethod
     def _ids(minibatch_ids, k):
         if minibatch_ids is None:
@@ -549,12 +558,7 @@ class GraphSAGESampler(_Sampler):
         if self.frontier == "unique":
             _, _, dst, row_ptr = _first_appearance_segments(
                 flat, ptr, np.zeros(0, dtype=np.int64), np.zeros(k + 1, dtype=np.int64), n)
-        out = BulkSample("sage", ids)
-        for hop, s in enumerate(self.fanouts):
-            blk = self._hop(g, dst, row_ptr, ids, hop, s, epoch)
-            out.blocks.append(blk)
-            dst, row_ptr = blk.src_ids, blk.col_ptr
-        return out
+        return self._hops("sage", self.fanouts, g, dst, row_ptr, ids, epoch)
 
     def _hop(self, g, dst, row_ptr, ids, hop, s, epoch):
         n = g.n
@@ -684,13 +688,7 @@ class LADIESSampler(_Sampler):
                 f"include_batch={self.include_batch}, method={self.method!r}, seed={self.seed})")
 
     def _run(self, g, flat, ptr, ids, epoch):
-        out = BulkSample("ladies", ids)
-        dst, row_ptr = flat, ptr
-        for hop, s in enumerate(self.layer_sizes):
-            blk = self._hop(g, dst, row_ptr, ids, hop, s, epoch)
-            out.blocks.append(blk)
-            dst, row_ptr = blk.src_ids, blk.col_ptr
-        return out
+        return self._hops("ladies", self.layer_sizes, g, flat, ptr, ids, epoch)
 
     def _hop(self, g, dst, row_ptr, ids, hop, s, epoch):
         n, k = g.n, row_ptr.size - 1
