@@ -20,17 +20,21 @@ __all__ = [
     "ADD_PLUS", "ADD_MIN", "ADD_MAX", "ADD_TIMES",
     "MUL_TIMES", "MUL_PLUS", "MUL_FIRST", "MUL_SECOND", "MUL_PAIR",
     "ADD_CODES", "MUL_CODES", "semiring_add", "semiring_mul", "row_partition", "clamp_parts",
-    "atomic_fetch_add", "prefetch_row", "prefetch_at", "chunk_count", "PREFETCH_BYTES", "PREFETCH_DIST",
+    "atomic_fetch_add", "emit_prefetch", "prefetch_row", "prefetch_at", "chunk_count", "PREFETCH_BYTES", "PREFETCH_DIST",
 ]
 
-#: SpMM prefetches the row of ``X`` needed ``PREFETCH_DIST`` nonzeros ahead
-#: only when ``X`` is larger than this (bytes): below it ``X`` stays in the
+#: SDDMM prefetches the row of ``Y`` needed ``PREFETCH_DIST`` nonzeros ahead
+#: only when ``Y`` is larger than this (bytes): below it ``Y`` stays in the
 #: L2/L3 caches and the extra instruction per nonzero is pure overhead
-#: (measured: about -20 % at 4 MB, +20-40 % from 16 MB up, 2-core EPYC).
+#: (measured on the former memory-accumulating SpMM: about -20 % at 4 MB,
+#: +20-40 % from 16 MB up, 2-core EPYC).  SpMM, now register-accumulating,
+#: always prefetches (see ``spmm.csr_spmm_plus_times``).
 PREFETCH_BYTES = 8 << 20
 #: Prefetch distance in nonzeros: far enough ahead to cover a DRAM miss
 #: (about 100 ns) with a few tens of ns of work per nonzero, near enough that
-#: the line is still in L1/L2 when used.  8 and 32 measured worse than 16.
+#: the line is still in L1/L2 when used.  8 and 32 measured worse than 16
+#: (re-measured for the register-accumulating SpMM: 16 is still the best
+#: overall).
 PREFETCH_DIST = 16
 
 # Additive monoids.
@@ -156,6 +160,15 @@ def atomic_fetch_add(typingctx, arr, idx, val):
     return arr.dtype(arr, idx, val), codegen
 
 
+def emit_prefetch(builder, ptr):
+    """Emit ``llvm.prefetch`` (read, keep in all cache levels) of the address ``ptr``."""
+    i32 = ir.IntType(32)
+    vp = ir.PointerType(ir.IntType(8))
+    fnty = ir.FunctionType(ir.VoidType(), [vp, i32, i32, i32])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+    builder.call(fn, [builder.bitcast(ptr, vp), i32(0), i32(3), i32(1)])
+
+
 def _prefetch_codegen(context, builder, sig, args):
     """``llvm.prefetch`` (read, keep in all cache levels) of ``arr[i, 0, ...]``."""
     aryty = sig.args[0]
@@ -163,12 +176,8 @@ def _prefetch_codegen(context, builder, sig, args):
     zero = context.get_constant(types.intp, 0)
     i = context.cast(builder, args[1], sig.args[1], types.intp)
     idx = [i] + [zero] * (aryty.ndim - 1)
-    ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx, wraparound=False)
-    i32 = ir.IntType(32)
-    vp = ir.PointerType(ir.IntType(8))
-    fnty = ir.FunctionType(ir.VoidType(), [vp, i32, i32, i32])
-    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-    builder.call(fn, [builder.bitcast(ptr, vp), i32(0), i32(3), i32(1)])
+    emit_prefetch(builder, cgutils.get_item_pointer(context, builder, aryty, ary, idx,
+                                                    wraparound=False))
     return context.get_dummy_value()
 
 

@@ -95,6 +95,37 @@ def test_spmm_equals_reference(be, semiring, inputs):
     assert_semiring_equal(be.spmm(a, x, s), get_backend(REF).spmm(a, x, s), s)
 
 
+def sequential_plus_times(a, x):
+    """``A @ x`` summed nonzero by nonzero in storage order from +0, each
+    product and sum rounded in the result dtype (numpy, so no FMA): the
+    order scipy's ``csr_matvecs`` uses and the numba kernel promises."""
+    dt = np.result_type(a.data, x)
+    data, x = a.data.astype(dt), x.astype(dt)
+    out = np.zeros((a.shape[0], x.shape[1]), dt)
+    for i in range(a.shape[0]):
+        for e in range(a.indptr[i], a.indptr[i + 1]):
+            out[i] = out[i] + data[e] * x[a.indices[e]]
+    return out
+
+
+@st.composite
+def wide_spmm_inputs(draw):
+    # up to 30 x 30: rows longer than the prefetch distance (16 nonzeros)
+    a, _ = draw(local_csr(max_dim=draw(st.sampled_from([12, 30]))))
+    return a, draw(dense((a.shape[1], 200)))
+
+
+@given(inputs=wide_spmm_inputs())
+def test_plus_times_spmm_is_bit_identical_to_sequential_sum(be, inputs):
+    # every width 0..200 (every combination of simd.py's register blocks
+    # 64, 32, ..., 1); columns are independent, so one wide reference serves all
+    a, x = inputs
+    ref = sequential_plus_times(a, x)
+    for n in range(x.shape[1] + 1):
+        np.testing.assert_array_equal(be.spmm(a, np.ascontiguousarray(x[:, :n]), "plus_times"),
+                                      ref[:, :n], err_msg=f"n = {n}")
+
+
 @st.composite
 def spgemm_inputs(draw):
     a, _ = draw(local_csr(max_dim=10))
