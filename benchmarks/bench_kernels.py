@@ -68,9 +68,11 @@ def log(msg, args):
         print(msg, file=sys.stderr, flush=True)
 
 
-#: A timed call shorter than this (judged by its warm-up call) is directly
-#: preceded by an untimed call of the same function; see :func:`interleave`.
+#: A timed call shorter than this (judged by its warm-up call) is preceded
+#: by untimed calls of the same function; see :func:`interleave`.
 PRECALL_BELOW_S = 1.0
+#: ... for at least this long (seconds), one call at the least.
+SETTLE_S = 0.1
 
 
 def interleave(fns, repeat, warmup=1):
@@ -78,14 +80,17 @@ def interleave(fns, repeat, warmup=1):
 
     Interleaving spreads slow drifts of a shared machine over all libraries.
     Each timed call of a function whose warm-up took under
-    :data:`PRECALL_BELOW_S` directly follows an untimed call of the *same*
-    function, so every library is timed in its own steady state (its
-    operands in cache as far as they fit).  Without it the first function of
-    each round paid for the previous round's cache traffic: spgnn, always
-    first, found ``X`` and ``A`` evicted by GraphBLAS while scipy, next,
-    found them warm (measured on luxembourg_osm f = 16: spgnn 0.97 ms
-    interleaved vs 0.60 ms steady).  Calls of a second or more stream far
-    more than the caches hold, so they skip the extra call.
+    :data:`PRECALL_BELOW_S` directly follows untimed calls of the *same*
+    function, for :data:`SETTLE_S` or one call, whichever is longer, so
+    every library is timed in its own steady state.  Why: one library's
+    call slows the next calls of another for milliseconds, well beyond the
+    first call (cache refill, and on this VM effects that decay over
+    several calls).  Measured on ego-Twitter Q·A, spgnn's kernel alone
+    0.42 ms; in the 6 calls right after a GraphBLAS call 1.7 ... 1.1 ms in
+    one trial, 0.93 ... 0.43 ms (steady after ~3 ms) in another.  Without
+    settling, spgnn, first in each round, paid for GraphBLAS's call just
+    before it while scipy, next, found the operands warm.  Calls of a second
+    or more stream far more than the caches hold, so they are not preceded.
     """
     warm_s = {}
     for k, f in fns.items():
@@ -97,7 +102,10 @@ def interleave(fns, repeat, warmup=1):
     for _ in range(max(1, repeat)):
         for k, f in fns.items():
             if warm_s[k] < PRECALL_BELOW_S:
+                settled = time.perf_counter() + SETTLE_S
                 f()
+                while time.perf_counter() < settled:
+                    f()
             t0 = time.perf_counter()
             f()
             times[k].append(time.perf_counter() - t0)
