@@ -73,6 +73,11 @@ def log(msg, args):
 PRECALL_BELOW_S = 1.0
 #: ... for at least this long (seconds), one call at the least.
 SETTLE_S = 0.1
+#: Calls shorter than this (judged by the warm-up) get at least
+#: SHORT_CALL_REPEAT timed repetitions: sub-millisecond calls on this VM
+#: have outliers of 2-3x, and a median of 3 is not robust to two of them.
+SHORT_CALL_S = 0.01
+SHORT_CALL_REPEAT = 9
 
 
 def interleave(fns, repeat, warmup=1):
@@ -91,6 +96,8 @@ def interleave(fns, repeat, warmup=1):
     settling, spgnn, first in each round, paid for GraphBLAS's call just
     before it while scipy, next, found the operands warm.  Calls of a second
     or more stream far more than the caches hold, so they are not preceded.
+    When every function's warm-up took under :data:`SHORT_CALL_S`, at least
+    :data:`SHORT_CALL_REPEAT` repetitions are timed.
     """
     warm_s = {}
     for k, f in fns.items():
@@ -99,6 +106,8 @@ def interleave(fns, repeat, warmup=1):
             f()
             warm_s[k] = time.perf_counter() - t0
     times = {k: [] for k in fns}
+    if max(warm_s.values()) < SHORT_CALL_S:
+        repeat = max(repeat, SHORT_CALL_REPEAT)
     for _ in range(max(1, repeat)):
         for k, f in fns.items():
             if warm_s[k] < PRECALL_BELOW_S:
