@@ -20,7 +20,8 @@ __all__ = [
     "ADD_PLUS", "ADD_MIN", "ADD_MAX", "ADD_TIMES",
     "MUL_TIMES", "MUL_PLUS", "MUL_FIRST", "MUL_SECOND", "MUL_PAIR",
     "ADD_CODES", "MUL_CODES", "semiring_add", "semiring_mul", "row_partition", "clamp_parts",
-    "atomic_fetch_add", "emit_prefetch", "prefetch_row", "prefetch_at", "chunk_count", "PREFETCH_BYTES", "PREFETCH_DIST",
+    "atomic_fetch_add", "emit_prefetch", "prefetch_row", "prefetch_at", "chunk_count",
+    "PREFETCH_BYTES", "PREFETCH_DIST",
 ]
 
 #: SDDMM prefetches the row of ``Y`` needed ``PREFETCH_DIST`` nonzeros ahead
