@@ -32,10 +32,13 @@ Each output row takes the cheapest of three paths, decided per row:
    hub rows of a power-law ``A @ A``) or by sorting the row's column list
    (sparse rows).
 
-The symbolic pass only counts, and counting needs no order: it sends short
-rows to the dense marker as well whenever the marker is small enough to stay
-in cache and its zeroing is amortised (:data:`MARKER_MAX_COLS`), and keeps
-ESC for the others.
+When an O(ncols) array is cheap -- small enough to stay in cache and to
+zero per call (:data:`MARKER_MAX_COLS`) -- short rows avoid ESC's sort of
+all their products: the symbolic pass counts them with the marker (counting
+needs no order), and the numeric pass reduces rows of at most ``SMALL``
+outputs through a per-worker position map (``where[j]`` = 1 + the output
+position of column ``j``) straight into the output, then sorts only the
+row's distinct columns.
 
 Scheduling is dynamic (:func:`_ops.chunk_count`): ``nparts`` workers pull
 row chunks balanced by ``A``'s nonzero count from an atomic counter.
@@ -52,9 +55,10 @@ __all__ = ["csr_spgemm_symbolic", "csr_spgemm_numeric", "csr_spgemm_onehot", "se
 
 #: Rows with at most this many scalar products use expand-sort-compress.
 SMALL = 32
-#: The symbolic pass counts short rows with the marker too when the marker
-#: has at most this many columns (1 MiB of int32: it stays in L2) and ``A``
-#: has at least ``b_ncols / 8`` nonzeros (its zeroing is amortised).
+#: Short rows use an O(b_ncols) int32 marker (symbolic) or position map
+#: (numeric) instead of ESC when ``b_ncols`` is at most this (1 MiB: it stays
+#: in L2) and ``A`` has at least ``b_ncols / 8`` nonzeros (its zeroing is
+#: amortised).
 MARKER_MAX_COLS = 2**18
 #: Dense rows are emitted by scanning the marker over ``[cmin, cmax]`` when
 #: that span is at most ``SCAN_RATIO`` times the row's distinct column count
@@ -160,6 +164,37 @@ def _count_marked(a_indptr, a_indices, b_indptr, b_indices, marker, mk, i):
             count += marker[j] != mk
             marker[j] = mk
     return count
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _fill_by_position(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, add_op, mul_op,
+                      one, i, start, end, where, out_indices, out_data):
+    """Reduce output row ``i`` into ``out[start:end]`` in first-touch order; returns the end.
+
+    ``where[j]`` holds 1 + the output position of column ``j``'s latest
+    first touch by this worker.  A worker's positions only grow (it takes
+    chunks in increasing order), so ``where[j] > start`` means "already in
+    this row": no tags, no clearing.  Terms are reduced in storage order, as
+    on every path.  Writes stay inside ``[start, end)``; the caller sorts the
+    row and compares the returned position with ``end``.
+    """
+    pos = start
+    for ea in range(a_indptr[i], a_indptr[i + 1]):
+        k = a_indices[ea]
+        av = a_data[ea]
+        for eb in range(b_indptr[k], b_indptr[k + 1]):
+            j = b_indices[eb]
+            v = semiring_mul(mul_op, av, b_data[eb], one)
+            q = np.int64(where[j]) - 1
+            if q >= start:
+                out_data[q] = semiring_add(add_op, out_data[q], v)
+            else:
+                if pos < end:
+                    out_indices[pos] = j
+                    out_data[pos] = v
+                    where[j] = pos + 1
+                pos += 1
+    return pos
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -277,7 +312,10 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
     Terms are reduced in storage order (nonzeros of ``A`` row ``i``, then of
     ``B`` row ``k``) on every path (the ESC sort is stable): the first term
     initialises the accumulator, so no identity is needed and structural
-    zeros are kept.  Output columns are sorted and distinct.  Cost
+    zeros are kept.  Output columns are sorted and distinct.  Rows of at most
+    ``SMALL`` outputs take the position path of the module docstring when
+    ``b_ncols <= MARKER_MAX_COLS``, ``A`` has at least ``b_ncols / 8``
+    nonzeros and ``nnz_C`` fits the int32 map.  Cost
     O(flops + sum_rows min(r log r, span)) time; per worker O(SMALL) scratch
     plus, lazily, O(b_ncols).
     """
@@ -291,9 +329,14 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
     # plus_times: keep the dense accumulator all-zero between rows, so the
     # first term needs no special case and the accumulation is branch-free
     pt = add_op == ADD_PLUS and mul_op == MUL_TIMES
+    # rows of at most SMALL outputs go through a position map when it stays
+    # in cache (as in the symbolic pass) and positions fit its int32
+    short_by_position = (b_ncols <= MARKER_MAX_COLS and np.int64(a_indptr[m]) * 8 >= b_ncols
+                         and np.int64(out_indptr[m]) < _TAG_MAX)
     bad_rows = 0
     for w in numba.prange(nparts):
         marker = _zeros_i32(0)
+        where = _zeros_i32(0)
         tag = 0
         acc = _zeros_like_dtype(0, out_data)
         kbuf = _zeros_like_dtype(SMALL, out_indices)
@@ -323,6 +366,18 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
                             out_indices[start + q] = b_indices[blo + q]
                             out_data[start + q] = semiring_mul(mul_op, av, b_data[blo + q], one)
                         continue
+                if short_by_position and end - start <= SMALL:
+                    # -- position path: reduce in place, then sort the few outputs
+                    if where.shape[0] == 0:
+                        where = _zeros_i32(b_ncols)
+                    pos = _fill_by_position(a_indptr, a_indices, a_data, b_indptr, b_indices,
+                                            b_data, add_op, mul_op, one, i, start, end, where,
+                                            out_indices, out_data)
+                    if pos != end:
+                        bad += 1
+                        pos = min(pos, end)
+                    _insertion_sort(out_indices[start:pos], out_data[start:pos], pos - start)
+                    continue
                 flops = _row_flops(a_indptr, a_indices, b_indptr, i)
                 if flops <= SMALL:
                     # -- ESC path: expand, stable sort, compress in storage order

@@ -161,21 +161,25 @@ def test_spgemm_equals_reference(be, semiring, inputs):
     np.testing.assert_array_equal(c.indices, expected_cols)
 
 
+@pytest.mark.parametrize("semiring", SEMIRING_NAMES)
 @given(inputs=spgemm_inputs(), stride=st.sampled_from([1, 2**15 + 3]))
-def test_spgemm_count_paths_agree(be, inputs, stride):
-    # The symbolic pass counts short rows with a marker when B is at most
-    # MARKER_MAX_COLS = 2**18 columns wide and A is not too sparse, else by
-    # sorting (ESC).  Spreading B's columns ``stride`` apart (up to ~3 * 10**5
-    # columns) moves the same products across that limit; the output pattern
-    # must be the same with the columns mapped.
+def test_spgemm_row_paths_agree(be, semiring, inputs, stride):
+    # Short rows are counted with a marker and reduced through a position map
+    # when B is at most MARKER_MAX_COLS = 2**18 columns wide and A is not too
+    # sparse, else by sorting (ESC).  Spreading B's columns ``stride`` apart
+    # (up to ~3 * 10**5 columns) moves the same products across that limit:
+    # same pattern with the columns mapped, bit-identical values (every path
+    # reduces terms in storage order).
     a, b = inputs
     ncols = (b.shape[1] - 1) * stride + 1 if b.shape[1] else 0
     wide = LocalCSR(b.indptr, (b.indices * stride).astype(b.index_dtype), b.data,
                     (b.shape[0], ncols))
     narrow_indptr = be.spgemm_symbolic(a, b)
     np.testing.assert_array_equal(be.spgemm_symbolic(a, wide), narrow_indptr)
-    c = be.spgemm_numeric(a, wide, narrow_indptr, "plus_times")
-    np.testing.assert_array_equal(c.indices, be.spgemm(a, b, "plus_times").indices * stride)
+    c = be.spgemm_numeric(a, wide, narrow_indptr, semiring)
+    narrow = be.spgemm(a, b, semiring)
+    np.testing.assert_array_equal(c.indices, narrow.indices * stride)
+    np.testing.assert_array_equal(c.data, narrow.data)
 
 
 @st.composite
