@@ -416,38 +416,44 @@ def bench_locality(name, A, f, be, triad_gbs, repeat, seed=0):
 # main
 # --------------------------------------------------------------------------- #
 
+def _table_head(title, columns):
+    """A ``###`` heading and a markdown table header for ``columns``."""
+    return [f"### {title}", "", "| " + " | ".join(columns) + " |",
+            "|" + "---|" * len(columns)]
+
+
 def markdown_tables(report) -> str:
     """The SpMM, SDDMM, SpGEMM and locality tables of docs/performance.md, from a report. Pure."""
     nan = float("nan")
     ms = lambda t: f"{t * 1e3:.3g}"                                     # noqa: E731
-    out = ["### SpMM Y = A·X (plus_times, float32)", "",
-           "| graph | f | spgnn ms | scipy ms | torch CSR ms | GraphBLAS ms | vs torch | vs scipy "
-           "| model GB/s | frac. of bound |", "|---|---|---|---|---|---|---|---|---|---|"]
+    out = _table_head("SpMM Y = A·X (plus_times, float32)",
+                      ["graph", "f", "spgnn ms", "scipy ms", "torch CSR ms", "GraphBLAS ms",
+                       "vs torch", "vs scipy", "model GB/s", "frac. of bound"])
     for r in report["spmm"]:
         t, v = r["times_s"], r["speedup_vs"]
         out.append(f"| {r['graph']} | {r['f']} | {ms(t['spgnn'])} | {ms(t['scipy'])} | "
                    f"{ms(t.get('torch_csr', nan))} | {ms(t.get('graphblas', nan))} | "
                    f"{v.get('torch_csr', nan):.2f}x | {v['scipy']:.2f}x | "
                    f"{r['spgnn_model_gbs']:.1f} | {r['fraction_of_bound']:.2f} |")
-    out += ["", "### SDDMM (attention scores: `C[e] = A[e] * <X[i], Y[j]>`)", "",
-            "| graph | d | spgnn ms | torch sampled_addmm ms | numpy gather ms | vs best |",
-            "|---|---|---|---|---|---|"]
+    out += [""] + _table_head("SDDMM (attention scores: `C[e] = A[e] * <X[i], Y[j]>`)",
+                              ["graph", "d", "spgnn ms", "torch sampled_addmm ms",
+                               "numpy gather ms", "vs best"])
     for r in report["sddmm"]:
         t = r["times_s"]
         out.append(f"| {r['graph']} | {r['f']} | {ms(t['spgnn'])} | "
                    f"{ms(t.get('torch_sampled_addmm', nan))} | {ms(t['numpy_gather'])} | "
                    f"{r['speedup_vs_best']:.2f}x ({r['best_alternative']}) |")
-    out += ["", "### SpGEMM (plus_times; sorted, duplicate-free output)", "",
-            "| graph | product | flops | nnz(C) | spgnn ms | scipy ms | GraphBLAS ms "
-            "| vs GraphBLAS | vs scipy |", "|---|---|---|---|---|---|---|---|---|"]
+    out += [""] + _table_head("SpGEMM (plus_times; sorted, duplicate-free output)",
+                              ["graph", "product", "flops", "nnz(C)", "spgnn ms", "scipy ms",
+                               "GraphBLAS ms", "vs GraphBLAS", "vs scipy"])
     for r in report["spgemm"]:
         t, v = r["times_s"], r["speedup_vs"]
         out.append(f"| {r['graph']} | {r['kind']} | {r['flops']:.2e} | {r['nnz_c']:.2e} | "
                    f"{ms(t['spgnn'])} | {ms(t['scipy'])} | {ms(t.get('graphblas', nan))} | "
                    f"{v.get('graphblas', nan):.2f}x | {v['scipy']:.2f}x |")
-    out += ["", "### Locality (SpMM, `spgnn.partition.reorder`)", "",
-            "| graph | f | original ms | rcm | degree | metis | best speedup | reorder time "
-            "rcm / degree / metis s |", "|---|---|---|---|---|---|---|---|"]
+    out += [""] + _table_head("Locality (SpMM, `spgnn.partition.reorder`)",
+                              ["graph", "f", "original ms", "rcm", "degree", "metis",
+                               "best speedup", "reorder time rcm / degree / metis s"])
     for r in report["locality"]:
         o = r["orders"]
         cell = lambda k: f"{ms(o[k]['time_s'])} ({o[k]['fraction_of_bound']:.2f})"  # noqa: E731

@@ -153,6 +153,12 @@ def _insertion_sort(keys, vals, r):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _column_map_is_cheap(a_indptr, b_ncols):
+    """Short rows may use an O(b_ncols) int32 array (see :data:`MARKER_MAX_COLS`)."""
+    return b_ncols <= MARKER_MAX_COLS and np.int64(a_indptr[a_indptr.shape[0] - 1]) * 8 >= b_ncols
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _count_marked(a_indptr, a_indices, b_indptr, b_indices, marker, mk, i):
     """Distinct columns of output row ``i``: tag each column with ``mk``, count first tags."""
     count = 0
@@ -230,7 +236,7 @@ def csr_spgemm_symbolic(a_indptr, a_indices, b_indptr, b_indices, b_ncols, npart
     # Counting needs no order, so a marker that stays in cache beats sorting
     # even 2-5 products (luxembourg A @ A: 2.5x on one thread); ESC remains
     # for markers too large to zero per call or to keep in cache.
-    short_by_marker = b_ncols <= MARKER_MAX_COLS and np.int64(a_indptr[m]) * 8 >= b_ncols
+    short_by_marker = _column_map_is_cheap(a_indptr, b_ncols)
     counter = np.zeros(1, dtype=np.int64)
     for w in numba.prange(nparts):
         marker = _zeros_i32(0)
@@ -331,7 +337,7 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
     pt = add_op == ADD_PLUS and mul_op == MUL_TIMES
     # rows of at most SMALL outputs go through a position map when it stays
     # in cache (as in the symbolic pass) and positions fit its int32
-    short_by_position = (b_ncols <= MARKER_MAX_COLS and np.int64(a_indptr[m]) * 8 >= b_ncols
+    short_by_position = (_column_map_is_cheap(a_indptr, b_ncols)
                          and np.int64(out_indptr[m]) < _TAG_MAX)
     bad_rows = 0
     for w in numba.prange(nparts):
