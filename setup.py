@@ -16,7 +16,9 @@ setup(
     install_requires=[
         "numpy>=1.24,<2.6",  # numba 0.68 supports numpy < 2.6
         "scipy>=1.10",
-        "numba>=0.59",
+        # >= 0.62: llvmlite 0.45 / LLVM 20, whose opaque pointers the kernels'
+        # intrinsics assume (``llvm.prefetch.p0``, ``llvm.masked.load...p0``)
+        "numba>=0.62",
         "mpi4py>=4.0",
         "tqdm",  # progress bars of the training command
     ],

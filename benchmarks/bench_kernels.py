@@ -235,11 +235,16 @@ def first_calls(be):
     from spgnn.core.local import LocalCSR
     A = as_int32_csr(sp.random(64, 64, density=0.1, random_state=0, format="csr"))
     La = LocalCSR(A.indptr, A.indices, A.data, A.shape, check=None)
+    Q = selection(64, 16)
+    Lq = LocalCSR(Q.indptr, Q.indices, Q.data, Q.shape, check=None)
     X = np.ones((64, 8), np.float32)
     out = {}
+    # the selection product Q·A has its own kernel: compiled (and reported)
+    # here rather than inside the first graph's timed Q·A case
     for name, fn in (("spmm", lambda: be.spmm(La, X, "plus_times")),
                      ("sddmm", lambda: be.sddmm(La, X, X, "plus_times")),
-                     ("spgemm", lambda: be.spgemm(La, La, "plus_times"))):
+                     ("spgemm", lambda: be.spgemm(La, La, "plus_times")),
+                     ("spgemm_selection", lambda: be.spgemm(Lq, La, "plus_times"))):
         t0 = time.perf_counter()
         fn()
         first = time.perf_counter() - t0

@@ -1,4 +1,4 @@
-"""Explicit LLVM vector code for the SpMM row loop (numba intrinsics).
+"""Explicit LLVM vector code (numba intrinsics): the SpMM row loop and the CSR row copy.
 
 ``out[i, j0:j0+W] = sum_e data[e] * x[indices[e], j0:j0+W]`` for a range of
 rows ``i``, with each row's sum held in one ``<W x float>`` LLVM vector value
@@ -18,7 +18,14 @@ and adds the products in storage order, with separate ``fmul`` and ``fadd``
 (no contraction to FMA), so results are bit-identical to scipy's
 ``csr_matvecs`` and to the previous memory-accumulating kernel.
 
-Pure numba/llvmlite, no spgnn imports.
+``copy_row_times`` copies one CSR row (indices, and values times a scalar)
+and checks its order with AVX-512-style *masked* vector loads and stores, 16
+entries per step: the selection product ``Q @ A`` copies rows of a dozen
+entries, for which a compiled scalar loop spends most of its time in loop
+control and LLVM's own vectoriser never enters its vector body.
+
+Pure numba/llvmlite, no spgnn imports.  The intrinsic names (``.p0``) assume
+LLVM's opaque pointers (llvmlite >= 0.45, numba >= 0.62).
 """
 
 from llvmlite import ir
@@ -28,7 +35,7 @@ from numba.core.extending import intrinsic
 from ._ops import emit_prefetch
 
 __all__ = ["rows_block_64", "rows_block_32", "rows_block_16", "rows_block_8",
-           "rows_block_4", "rows_block_2", "rows_block_1"]
+           "rows_block_4", "rows_block_2", "rows_block_1", "copy_row_times", "COPY_LANES"]
 
 
 def _make_rows_block(width):
@@ -115,3 +122,96 @@ rows_block_8 = _make_rows_block(8)
 rows_block_4 = _make_rows_block(4)
 rows_block_2 = _make_rows_block(2)
 rows_block_1 = _make_rows_block(1)
+
+
+#: Entries per masked step of :func:`copy_row_times` (16 int32 = one AVX-512 register).
+COPY_LANES = 16
+
+
+def _vector_suffix(vec_t):
+    """LLVM's overload suffix of a vector type, e.g. ``v16i32``, ``v16f32``."""
+    el = vec_t.element
+    name = {ir.FloatType(): "f32", ir.DoubleType(): "f64"}.get(el)
+    return f"v{vec_t.count}{name or f'i{el.width}'}"
+
+
+def _masked_load(builder, ptr, vec_t, align, mask):
+    """``llvm.masked.load``: lanes outside ``mask`` are not read (no fault past a row's end)."""
+    i32 = ir.IntType(32)
+    fnty = ir.FunctionType(vec_t, [ptr.type, i32, mask.type, vec_t])
+    fn = cgutils.get_or_insert_function(builder.module, fnty,
+                                        f"llvm.masked.load.{_vector_suffix(vec_t)}.p0")
+    return builder.call(fn, [ptr, i32(align), mask, ir.Constant(vec_t, ir.Undefined)])
+
+
+def _masked_store(builder, value, ptr, align, mask):
+    """``llvm.masked.store``: lanes outside ``mask`` are not written."""
+    i32 = ir.IntType(32)
+    fnty = ir.FunctionType(ir.VoidType(), [value.type, ptr.type, i32, mask.type])
+    fn = cgutils.get_or_insert_function(builder.module, fnty,
+                                        f"llvm.masked.store.{_vector_suffix(value.type)}.p0")
+    builder.call(fn, [value, ptr, i32(align), mask])
+
+
+def _copy_row_times_codegen(context, builder, sig, args):
+    si_t, sv_t, di_t, dv_t = sig.args[:4]
+    si, sv, di, dv = [context.make_array(t)(context, builder, v)
+                      for t, v in zip(sig.args[:4], args[:4])]
+    src, dst, r = [context.cast(builder, v, t, types.intp)
+                   for v, t in zip(args[4:7], sig.args[4:7])]
+    scale = context.cast(builder, args[7], sig.args[7], sv_t.dtype)
+    lanes = COPY_LANES
+    i32 = ir.IntType(32)
+    ivec_t = ir.VectorType(context.get_data_type(si_t.dtype), lanes)
+    fvec_t = ir.VectorType(context.get_data_type(sv_t.dtype), lanes)
+    nvec_t = ir.VectorType(r.type, lanes)
+
+    def splat(v, vec_t):
+        one_lane = builder.insert_element(ir.Constant(vec_t, ir.Undefined), v, i32(0))
+        return builder.shuffle_vector(one_lane, ir.Constant(vec_t, ir.Undefined),
+                                      ir.Constant(ir.VectorType(i32, lanes), [0] * lanes))
+
+    def at(aty, ary, idx):
+        return cgutils.get_item_pointer(context, builder, aty, ary, [idx], wraparound=False)
+
+    lane_ids = ir.Constant(nvec_t, list(range(lanes)))
+    scale_vec = splat(scale, fvec_t)
+    # lane t of "previous" = entry t - 1: the last lane of the previous step,
+    # then lanes 0..14 of this one; -1 precedes the first entry (indices >= 0)
+    prev = cgutils.alloca_once_value(builder, ir.Constant(ivec_t, [-1] * lanes))
+    shift = ir.Constant(ir.VectorType(i32, lanes), [lanes - 1 + t for t in range(lanes)])
+    bad = cgutils.alloca_once_value(builder, ir.Constant(ir.IntType(1), 0))
+    zero_bits = ir.Constant(ir.IntType(lanes), 0)
+    start = ir.Constant(r.type, 0)
+    with cgutils.for_range_slice(builder, start, r, ir.Constant(r.type, lanes), inc=True) as (q, _):
+        mask = builder.icmp_signed("<", lane_ids, splat(builder.sub(r, q), nvec_t))
+        s, d = builder.add(src, q), builder.add(dst, q)
+        idx = _masked_load(builder, at(si_t, si, s), ivec_t, si_t.dtype.bitwidth // 8, mask)
+        _masked_store(builder, idx, at(di_t, di, d), di_t.dtype.bitwidth // 8, mask)
+        val = _masked_load(builder, at(sv_t, sv, s), fvec_t, sv_t.dtype.bitwidth // 8, mask)
+        _masked_store(builder, builder.fmul(scale_vec, val), at(dv_t, dv, d),
+                      dv_t.dtype.bitwidth // 8, mask)
+        before = builder.shuffle_vector(builder.load(prev), idx, shift)
+        out_of_order = builder.and_(builder.icmp_signed("<=", idx, before), mask)
+        any_bad = builder.icmp_unsigned("!=", builder.bitcast(out_of_order, ir.IntType(lanes)),
+                                        zero_bits)
+        builder.store(builder.or_(builder.load(bad), any_bad), bad)
+        builder.store(idx, prev)
+    return builder.zext(builder.load(bad), context.get_value_type(types.intp))
+
+
+@intrinsic
+def copy_row_times(typingctx, src_indices, src_data, dst_indices, dst_data, src, dst, r, scale):
+    """Copy a CSR row: ``dst_indices[dst:dst+r] = src_indices[src:src+r]`` and
+    ``dst_data[dst:dst+r] = scale * src_data[src:src+r]``; returns 1 if the
+    copied indices are not strictly increasing (unsorted or duplicated), else 0.
+
+    Masked vector steps of :data:`COPY_LANES` entries (the last one partial),
+    so a row of any length takes ``ceil(r / 16)`` steps with no scalar tail.
+    Indices must be non-negative; the two index arrays share one integer
+    dtype, the two value arrays one float dtype.  Each product is one IEEE
+    multiply, exactly the scalar ``scale * v``.  Nothing is checked (trusted
+    kernel arguments).
+    """
+    sig = types.intp(src_indices, src_data, dst_indices, dst_data, src, dst, r, scale)
+    return sig, _copy_row_times_codegen

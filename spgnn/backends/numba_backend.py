@@ -181,8 +181,10 @@ class NumbaBackend(Backend):
         out_indptr = indptr.astype(idt, copy=False)
         out_indices = np.empty(nnz, dtype=idt)
         out_data = np.empty(nnz, dtype=dt)
-        # a streaming copy: worth both threads from far fewer entries than a product
-        with _threads(k, 32 * nnz):
+        # a vector row copy: ~8 ns per row and 1-2 ns per entry on one core
+        # (0.5 ns per unit of SERIAL_WORK); a second thread paid for its
+        # wake-up from ~0.25 ms of copying (measured, benchmarks' Q @ A)
+        with _threads(k, 16 * m + 3 * nnz):
             unsorted = k["spgemm"].csr_spgemm_onehot(
                 a.indices.astype(idt, copy=False), a.data.astype(dt, copy=False),
                 b.indptr.astype(idt, copy=False), b.indices.astype(idt, copy=False),

@@ -216,6 +216,63 @@ def test_spgemm_of_a_selection_equals_reference(be, semiring, inputs):
 
 
 @st.composite
+def long_row_selection(draw):
+    """A selection ``A`` of rows of a ``B`` whose rows are 0-80 entries long
+    (several 16-entry masked steps of the vector row copy), sorted and
+    distinct except, in some rows, one out-of-order or repeated entry at a
+    drawn position (step boundaries included)."""
+    idt = draw(st.sampled_from([np.int32, np.int64]))
+    vdt = draw(st.sampled_from([np.float32, np.float64]))
+    ncols = 200
+    lengths = draw(st.lists(st.integers(0, 80), min_size=1, max_size=6))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    rows = []
+    for r in lengths:
+        cols = np.sort(rng.choice(ncols, size=r, replace=False))
+        if r >= 2 and draw(st.booleans()):
+            q = draw(st.integers(1, r - 1))
+            cols[q] = cols[q - 1] - draw(st.integers(0, 1))   # repeat, or step back
+            cols[q] = max(cols[q], 0)
+        rows.append(cols)
+    indptr = np.zeros(len(rows) + 1, dtype=idt)
+    np.cumsum([r.shape[0] for r in rows], out=indptr[1:])
+    indices = np.concatenate(rows).astype(idt)
+    b = LocalCSR(indptr, indices, rng.standard_normal(indices.shape[0]).astype(vdt),
+                 (len(rows), ncols))
+    picks = np.asarray(draw(st.lists(st.integers(0, len(rows) - 1), min_size=1, max_size=8)),
+                       dtype=idt)
+    a = LocalCSR(np.arange(picks.shape[0] + 1, dtype=idt), picks,
+                 rng.standard_normal(picks.shape[0]).astype(vdt), (picks.shape[0], len(rows)))
+    return a, b
+
+
+@given(inputs=long_row_selection())
+def test_selection_copy_of_long_rows(be, inputs):
+    """The vector row copy of ``Q @ B`` (``plus_times``): values are the exact
+    products, and every row that is not strictly increasing is reported
+    (the backend then takes the general product), whatever its length."""
+    from spgnn._kernels.numba import _ops, spgemm as kernels
+    a, b = inputs
+    c, r = be.spgemm(a, b, "plus_times"), get_backend(REF).spgemm(a, b, "plus_times")
+    np.testing.assert_array_equal(c.indptr, r.indptr)
+    np.testing.assert_array_equal(c.indices, r.indices)
+    np.testing.assert_allclose(c.data, r.data, rtol=TOL[c.dtype][0], atol=TOL[c.dtype][1])
+    # the kernel itself: verbatim copy, exact products, the unsorted-row count
+    lengths = np.diff(b.indptr)[a.indices]
+    out_indptr = np.zeros(a.shape[0] + 1, dtype=b.index_dtype)
+    np.cumsum(lengths, out=out_indptr[1:])
+    out_indices = np.empty(out_indptr[-1], dtype=b.index_dtype)
+    out_data = np.empty(out_indptr[-1], dtype=b.dtype)
+    unsorted = kernels.csr_spgemm_onehot(a.indices, a.data, b.indptr, b.indices, b.data,
+                                         _ops.MUL_TIMES, 4, out_indptr, out_indices, out_data)
+    rows = [slice(b.indptr[k], b.indptr[k + 1]) for k in a.indices]
+    np.testing.assert_array_equal(out_indices, np.concatenate([b.indices[s] for s in rows]))
+    np.testing.assert_array_equal(
+        out_data, np.concatenate([a.data[i] * b.data[s] for i, s in enumerate(rows)]))
+    assert unsorted == sum(bool((np.diff(b.indices[s]) <= 0).any()) for s in rows)
+
+
+@st.composite
 def sddmm_inputs(draw):
     a, _ = draw(local_csr())
     d = draw(st.integers(0, 4))

@@ -71,5 +71,5 @@ def test_sddmm_spgemm_locality_records(report):
     assert set(loc["orders"]) >= {"original", "rcm", "degree"}
     for order in loc["orders"].values():
         assert order["time_s"] > 0 and order["fraction_of_bound"] > 0
-    for name in ("spmm", "sddmm", "spgemm"):
+    for name in ("spmm", "sddmm", "spgemm", "spgemm_selection"):
         assert report["first_calls"][name]["first_call_s"] >= 0
