@@ -324,6 +324,47 @@ def bench_spmm(name, A, feats, libs, be, triad_gbs, repeat, seed=0):
     return rows
 
 
+#: Semirings of the custom-semiring SpMM table (GNN max/sum aggregation,
+#: tropical min-plus).
+OTHER_SEMIRINGS = ("max_second", "plus_second", "min_plus")
+
+
+def bench_semiring_spmm(name, A, f, libs, be, repeat, seed=0):
+    """SpMM over semirings other than plus_times: spgnn (register kernels) vs its
+    generic scalar kernel (the code path before them) vs GraphBLAS, same X."""
+    import numba
+    from spgnn._kernels.numba import _ops, spmm as kernels
+    from spgnn.core.local import LocalCSR
+    from spgnn.core.semiring import get_semiring
+    gb = libs.get("graphblas")
+    m, n = A.shape
+    La = LocalCSR(A.indptr, A.indices, A.data, A.shape, check=None)
+    X = np.random.default_rng(seed).random((n, f), dtype=np.float32)
+    Ga = gb_matrix(gb, A) if gb is not None else None
+    Gx = gb.Matrix.ss.import_fullr(X, take_ownership=False) if gb is not None else None
+    rows = []
+    for name_s in OTHER_SEMIRINGS:
+        s = get_semiring(name_s)
+        Y, Y0 = np.empty((m, f), np.float32), np.empty((m, f), np.float32)
+        add, mul = _ops.ADD_CODES[s.add.name], _ops.MUL_CODES[s.multiply]
+        ident = np.float32(s.add.identity)
+        fns = {"spgnn": lambda s=s: be.spmm(La, X, s, out=Y),
+               "scalar_kernel": lambda add=add, mul=mul, ident=ident: kernels.csr_spmm_rowwise(
+                   A.indptr, A.indices, A.data, X, add, mul, ident,
+                   4 * numba.get_num_threads(), Y0)}
+        if gb is not None:
+            gs = getattr(gb.semiring, name_s)
+            fns["graphblas"] = lambda gs=gs: Ga.mxm(Gx, gs).new()
+        res = interleave(fns, repeat)
+        # bit-identical to the scalar kernel (itself property-tested against
+        # the numpy reference, which needs nnz * f temporaries: 16 GB here)
+        ok = bool(np.array_equal(Y.view(np.uint32), Y0.view(np.uint32)))
+        t = {k: v[0] for k, v in res.items()}
+        rows.append({"graph": name, "f": f, "semiring": name_s, "correct": ok, "times_s": t,
+                     "speedup_vs": {k: t[k] / t["spgnn"] for k in t if k != "spgnn"}})
+    return rows
+
+
 def bench_sddmm(name, A, f, libs, be, repeat, seed=0):
     from spgnn.core.local import LocalCSR
     torch = libs.get("torch")
@@ -428,7 +469,8 @@ def _table_head(title, columns):
 
 
 def markdown_tables(report) -> str:
-    """The SpMM, SDDMM, SpGEMM and locality tables of docs/performance.md, from a report. Pure."""
+    """The SpMM, semiring SpMM, SDDMM, SpGEMM and locality tables of docs/performance.md,
+    from a report (reports without ``semiring_spmm`` predate that table). Pure."""
     nan = float("nan")
     ms = lambda t: f"{t * 1e3:.3g}"                                     # noqa: E731
     out = _table_head("SpMM Y = A·X (plus_times, float32)",
@@ -440,6 +482,15 @@ def markdown_tables(report) -> str:
                    f"{ms(t.get('torch_csr', nan))} | {ms(t.get('graphblas', nan))} | "
                    f"{v.get('torch_csr', nan):.2f}x | {v['scipy']:.2f}x | "
                    f"{r['spgnn_model_gbs']:.1f} | {r['fraction_of_bound']:.2f} |")
+    if "semiring_spmm" in report:
+        out += [""] + _table_head("SpMM over other semirings (float32)",
+                                  ["graph", "f", "semiring", "spgnn ms", "scalar kernel ms",
+                                   "GraphBLAS ms", "vs scalar kernel", "vs GraphBLAS"])
+    for r in report.get("semiring_spmm", []):
+        t, v = r["times_s"], r["speedup_vs"]
+        out.append(f"| {r['graph']} | {r['f']} | {r['semiring']} | {ms(t['spgnn'])} | "
+                   f"{ms(t['scalar_kernel'])} | {ms(t.get('graphblas', nan))} | "
+                   f"{v['scalar_kernel']:.2f}x | {v.get('graphblas', nan):.2f}x |")
     out += [""] + _table_head("SDDMM (attention scores: `C[e] = A[e] * <X[i], Y[j]>`)",
                               ["graph", "d", "spgnn ms", "torch sampled_addmm ms",
                                "numpy gather ms", "vs best"])
@@ -555,6 +606,7 @@ def main(argv=None):
         log(f"  fresh process, {k}: {v}", args)
 
     report["spmm"], report["sddmm"], report["spgemm"], report["locality"] = [], [], [], []
+    report["semiring_spmm"] = []
     report["skipped"] = []
     for spec in graphs:
         t0 = time.perf_counter()
@@ -569,6 +621,10 @@ def main(argv=None):
             log("  spmm f={f}: ".format(**rec)
                 + " ".join(f"{k}={v * 1e3:.2f}ms" for k, v in rec["times_s"].items())
                 + f"  bound={rec['fraction_of_bound']:.2f}", args)
+        for rec in bench_semiring_spmm(spec, A, 64 if not quick else 16, libs, be, repeat):
+            report["semiring_spmm"].append(rec)
+            log(f"  spmm {rec['semiring']} f={rec['f']}: "
+                + " ".join(f"{k}={v * 1e3:.2f}ms" for k, v in rec["times_s"].items()), args)
         rec = bench_sddmm(spec, A, 64 if not quick else 16, libs, be, repeat)
         report["sddmm"].append(rec)
         log("  sddmm: " + " ".join(f"{k}={v * 1e3:.2f}ms" for k, v in rec["times_s"].items()),

@@ -1,4 +1,4 @@
-"""Explicit LLVM vector code (numba intrinsics): the SpMM row loop and the CSR row copy.
+"""Explicit LLVM vector code (numba intrinsics): the SpMM row loops and the CSR row copy.
 
 ``out[i, j0:j0+W] = sum_e data[e] * x[indices[e], j0:j0+W]`` for a range of
 rows ``i``, with each row's sum held in one ``<W x float>`` LLVM vector value
@@ -18,6 +18,11 @@ and adds the products in storage order, with separate ``fmul`` and ``fadd``
 (no contraction to FMA), so results are bit-identical to scipy's
 ``csr_matvecs`` and to the previous memory-accumulating kernel.
 
+The same code, with the monoid's identity as the start and its combine
+(``fadd``, or a NaN-propagating min/max ``select``) and the semiring's
+multiply, gives one intrinsic per registered semiring (``rows_max_second``
+etc.), which also walks each row's column blocks (64, 16, 4, 1).
+
 ``copy_row_times`` copies one CSR row (indices, and values times a scalar)
 and checks its order with AVX-512-style *masked* vector loads and stores, 16
 entries per step: the selection product ``Q @ A`` copies rows of a dozen
@@ -32,63 +37,116 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
-from ._ops import emit_prefetch
+from ._ops import (ADD_MAX, ADD_MIN, ADD_PLUS, MUL_FIRST, MUL_PAIR, MUL_PLUS, MUL_SECOND,
+                   MUL_TIMES, emit_prefetch)
 
 __all__ = ["rows_block_64", "rows_block_32", "rows_block_16", "rows_block_8",
            "rows_block_4", "rows_block_2", "rows_block_1", "copy_row_times", "COPY_LANES"]
+
+
+class _RowBlocks:
+    """Code generation shared by the SpMM intrinsics: row bounds and one column block.
+
+    ``args`` are the intrinsic's ``(indptr, indices, data, x, out, ...)``;
+    ``block`` emits, for one row, ``out[i, col0:col0+W] = (+)_e data[e] (x)
+    x[indices[e], col0:col0+W]`` with the accumulator in one ``<W x float>``
+    value, starting from the monoid's identity and combining terms in
+    storage order exactly as the scalar ``_ops.semiring_add``/``semiring_mul``
+    do, then one store.
+    """
+
+    def __init__(self, context, builder, sig, args):
+        self.context, self.builder = context, builder
+        self.types = sig.args[:5]
+        self.arrays = [context.make_array(t)(context, builder, v)
+                       for t, v in zip(sig.args[:5], args[:5])]
+        self.dtype = self.types[4].dtype
+        self.elem = context.get_value_type(self.dtype)
+        self.align = self.dtype.bitwidth // 8      # rows of x are only element-aligned
+        self.one = ir.Constant(context.get_value_type(types.intp), 1)
+        self.acc = {}
+
+    def intp(self, v, t):
+        return self.context.cast(self.builder, v, t, types.intp)
+
+    def _load(self, k, idx):
+        return self.builder.load(cgutils.get_item_pointer(
+            self.context, self.builder, self.types[k], self.arrays[k], idx, wraparound=False))
+
+    def row_bounds(self, i, pf_end):
+        """``lo, mid, hi`` of row ``i``; nonzeros below ``mid = clamp(pf_end, lo, hi)`` prefetch."""
+        b, ptr_t = self.builder, self.types[0]
+        lo = self.intp(self._load(0, [i]), ptr_t.dtype)
+        hi = self.intp(self._load(0, [b.add(i, self.one)]), ptr_t.dtype)
+        mid = b.select(b.icmp_signed("<", hi, pf_end), hi, pf_end)
+        mid = b.select(b.icmp_signed(">", mid, lo), mid, lo)
+        return lo, mid, hi
+
+    def _x_block(self, e, col0):
+        c = self.intp(self._load(1, [e]), self.types[1].dtype)
+        return cgutils.get_item_pointer(self.context, self.builder, self.types[3], self.arrays[3],
+                                        [c, col0], wraparound=False)
+
+    def block(self, i, lo, mid, hi, col0, dist, width, add, mul):
+        b = self.builder
+        vec_t = ir.VectorType(self.elem, width)
+        if width not in self.acc:
+            # an entry-block alloca: LLVM's mem2reg turns it into a register (phi)
+            self.acc[width] = cgutils.alloca_once(b, vec_t)
+        acc = self.acc[width]
+        i32 = ir.IntType(32)
+        undef = ir.Constant(vec_t, ir.Undefined)
+
+        def splat(v):
+            return b.shuffle_vector(b.insert_element(undef, v, i32(0)), undef,
+                                    ir.Constant(ir.VectorType(i32, width), [0] * width))
+
+        def term(e):
+            v = b.load(b.bitcast(self._x_block(e, col0), vec_t.as_pointer()), align=self.align)
+            a_vec = splat(self._load(2, [e]))
+            if mul == MUL_TIMES:
+                t = b.fmul(a_vec, v)
+            elif mul == MUL_PLUS:
+                t = b.fadd(a_vec, v)
+            elif mul == MUL_FIRST:
+                t = a_vec
+            elif mul == MUL_SECOND:
+                t = v
+            else:                                   # MUL_PAIR
+                t = ir.Constant(vec_t, [1.0] * width)
+            old = b.load(acc)
+            if add == ADD_PLUS:
+                new = b.fadd(old, t)
+            else:
+                # min/max keep the incoming NaN like _ops.semiring_add / np.minimum
+                better = b.fcmp_ordered("<" if add == ADD_MIN else ">", t, old)
+                new = b.select(b.or_(better, b.fcmp_unordered("uno", t, t)), t, old)
+            b.store(new, acc)
+
+        b.store(ir.Constant(vec_t, [_IDENTITY[add]] * width), acc)
+        with cgutils.for_range_slice(b, lo, mid, self.one, inc=True) as (e, _):
+            emit_prefetch(b, self._x_block(b.add(e, dist), col0))
+            term(e)
+        with cgutils.for_range_slice(b, mid, hi, self.one, inc=True) as (e, _):
+            term(e)
+        out_ptr = cgutils.get_item_pointer(self.context, b, self.types[4], self.arrays[4],
+                                           [i, col0], wraparound=False)
+        b.store(b.load(acc), b.bitcast(out_ptr, vec_t.as_pointer()), align=self.align)
+
+
+#: Accumulator start per monoid (``Monoid.identity``): an empty row stores it.
+_IDENTITY = {ADD_PLUS: 0.0, ADD_MIN: float("inf"), ADD_MAX: float("-inf")}
 
 
 def _make_rows_block(width):
     """The intrinsic ``rows_block_<width>`` (documented by :func:`_rows_block_doc`)."""
 
     def codegen(context, builder, sig, args):
-        ptr_t, ind_t, dat_t, x_t, out_t = sig.args[:5]
-        ptr, ind, dat, xa, oa = [context.make_array(t)(context, builder, v)
-                                 for t, v in zip(sig.args[:5], args[:5])]
-        r0, r1, col0, pf_end, dist = [context.cast(builder, v, t, types.intp)
-                                      for v, t in zip(args[5:], sig.args[5:])]
-        vec_t = ir.VectorType(context.get_value_type(out_t.dtype), width)
-        align = out_t.dtype.bitwidth // 8      # rows of x are only element-aligned
-        i32 = ir.IntType(32)
-        splat_mask = ir.Constant(ir.VectorType(i32, width), [0] * width)
-        undef = ir.Constant(vec_t, ir.Undefined)
-        one = ir.Constant(r0.type, 1)
-        # an entry-block alloca: LLVM's mem2reg turns it into a register (phi)
-        acc = cgutils.alloca_once(builder, vec_t)
-
-        def load(aty, ary, idx):
-            return builder.load(cgutils.get_item_pointer(context, builder, aty, ary, idx,
-                                                         wraparound=False))
-
-        def as_intp(v, aty):
-            return context.cast(builder, v, aty.dtype, types.intp)
-
-        def x_block(e):
-            c = as_intp(load(ind_t, ind, [e]), ind_t)
-            return cgutils.get_item_pointer(context, builder, x_t, xa, [c, col0], wraparound=False)
-
-        def add_term(e):
-            v = builder.load(builder.bitcast(x_block(e), vec_t.as_pointer()), align=align)
-            a = builder.insert_element(undef, load(dat_t, dat, [e]), i32(0))
-            a_vec = builder.shuffle_vector(a, undef, splat_mask)
-            builder.store(builder.fadd(builder.load(acc), builder.fmul(a_vec, v)), acc)
-
-        with cgutils.for_range_slice(builder, r0, r1, one, inc=True) as (i, _):
-            lo = as_intp(load(ptr_t, ptr, [i]), ptr_t)
-            hi = as_intp(load(ptr_t, ptr, [builder.add(i, one)]), ptr_t)
-            # mid = clamp(pf_end, lo, hi): nonzeros below it prefetch
-            mid = builder.select(builder.icmp_signed("<", hi, pf_end), hi, pf_end)
-            mid = builder.select(builder.icmp_signed(">", mid, lo), mid, lo)
-            builder.store(ir.Constant(vec_t, None), acc)
-            with cgutils.for_range_slice(builder, lo, mid, one, inc=True) as (e, _):
-                emit_prefetch(builder, x_block(builder.add(e, dist)))
-                add_term(e)
-            with cgutils.for_range_slice(builder, mid, hi, one, inc=True) as (e, _):
-                add_term(e)
-            out_ptr = cgutils.get_item_pointer(context, builder, out_t, oa, [i, col0],
-                                               wraparound=False)
-            builder.store(builder.load(acc), builder.bitcast(out_ptr, vec_t.as_pointer()),
-                          align=align)
+        g = _RowBlocks(context, builder, sig, args)
+        r0, r1, col0, pf_end, dist = [g.intp(v, t) for v, t in zip(args[5:], sig.args[5:])]
+        with cgutils.for_range_slice(builder, r0, r1, g.one, inc=True) as (i, _):
+            lo, mid, hi = g.row_bounds(i, pf_end)
+            g.block(i, lo, mid, hi, col0, dist, width, ADD_PLUS, MUL_TIMES)
         return context.get_dummy_value()
 
     def rows_block(typingctx, indptr, indices, data, x, out, r0, r1, col0, pf_end, dist):
@@ -122,6 +180,56 @@ rows_block_8 = _make_rows_block(8)
 rows_block_4 = _make_rows_block(4)
 rows_block_2 = _make_rows_block(2)
 rows_block_1 = _make_rows_block(1)
+
+
+#: Column-block widths of the semiring SpMM intrinsics, widest first (any
+#: ``n`` is covered greedily; fewer widths than plus_times's seven keep the
+#: compile time of eight semirings in check).
+SEMIRING_WIDTHS = (64, 16, 4, 1)
+
+
+def _make_rows_semiring(add, mul, name):
+    """The intrinsic ``rows_<name>`` (documented by :func:`_rows_semiring_doc`)."""
+
+    def codegen(context, builder, sig, args):
+        g = _RowBlocks(context, builder, sig, args)
+        r0, r1, pf_end, dist = [g.intp(v, t) for v, t in zip(args[5:], sig.args[5:])]
+        n = cgutils.unpack_tuple(builder, g.arrays[4].shape, 2)[1]
+        with cgutils.for_range_slice(builder, r0, r1, g.one, inc=True) as (i, _):
+            lo, mid, hi = g.row_bounds(i, pf_end)
+            j = ir.Constant(n.type, 0)
+            for width in SEMIRING_WIDTHS:
+                w = ir.Constant(n.type, width)
+                end = builder.add(j, builder.mul(builder.sdiv(builder.sub(n, j), w), w))
+                with cgutils.for_range_slice(builder, j, end, w, inc=True) as (col0, _):
+                    g.block(i, lo, mid, hi, col0, dist, width, add, mul)
+                j = end
+        return context.get_dummy_value()
+
+    def rows_semiring(typingctx, indptr, indices, data, x, out, r0, r1, pf_end, dist):
+        return types.none(indptr, indices, data, x, out, r0, r1, pf_end, dist), codegen
+
+    rows_semiring.__name__ = f"rows_{name}"
+    rows_semiring.__doc__ = f"""``out[i, :] = (+)_e data[e] (x) x[indices[e], :]`` for the rows
+    ``i`` in ``[r0, r1)`` over the ``{name}`` semiring, in register column blocks
+    of {", ".join(map(str, SEMIRING_WIDTHS))} (widest first), each started from the
+    monoid's identity (so an empty row holds it) and stored once; terms in
+    storage order, bit-identical to the scalar ``_ops`` loops.  ``pf_end``,
+    ``dist``: as for ``rows_block_<W>``.
+    """
+    return intrinsic(rows_semiring)
+
+
+# The registered semirings other than plus_times (spgnn.core.semiring);
+# other combinations of codes run the generic scalar kernel.
+rows_plus_second = _make_rows_semiring(ADD_PLUS, MUL_SECOND, "plus_second")
+rows_plus_pair = _make_rows_semiring(ADD_PLUS, MUL_PAIR, "plus_pair")
+rows_min_plus = _make_rows_semiring(ADD_MIN, MUL_PLUS, "min_plus")
+rows_min_times = _make_rows_semiring(ADD_MIN, MUL_TIMES, "min_times")
+rows_min_second = _make_rows_semiring(ADD_MIN, MUL_SECOND, "min_second")
+rows_max_plus = _make_rows_semiring(ADD_MAX, MUL_PLUS, "max_plus")
+rows_max_times = _make_rows_semiring(ADD_MAX, MUL_TIMES, "max_times")
+rows_max_second = _make_rows_semiring(ADD_MAX, MUL_SECOND, "max_second")
 
 
 #: Entries per masked step of :func:`copy_row_times` (16 int32 = one AVX-512 register).

@@ -146,6 +146,9 @@ class NumbaBackend(Backend):
         with _threads(k, a.nnz * n + m * n):
             if add == ops.ADD_PLUS and mul == ops.MUL_TIMES:
                 k["spmm"].csr_spmm_plus_times(a.indptr, a.indices, data, x, _nparts(k), y)
+            elif (add, mul) in k["spmm"].REGISTER_SEMIRINGS:
+                k["spmm"].csr_spmm_semiring(a.indptr, a.indices, data, x, add, mul,
+                                            _nparts(k), y)
             else:
                 k["spmm"].csr_spmm_rowwise(a.indptr, a.indices, data, x, add, mul,
                                            dt.type(semiring.add.identity), _nparts(k), y)

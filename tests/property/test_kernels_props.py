@@ -126,6 +126,37 @@ def test_plus_times_spmm_is_bit_identical_to_sequential_sum(be, inputs):
                                       ref[:, :n], err_msg=f"n = {n}")
 
 
+REGISTER_SEMIRINGS = [s for s in NON_MEAN if s != "plus_times"]
+
+
+@pytest.mark.parametrize("semiring", REGISTER_SEMIRINGS)
+@given(inputs=wide_spmm_inputs(), seed=st.integers(0, 2**32 - 1))
+def test_register_semiring_spmm_is_bit_identical_to_scalar_kernel(be, semiring, inputs, seed):
+    # the register kernels (simd.SEMIRING_WIDTHS blocks 64, 16, 4, 1) against
+    # the scalar loops of csr_spmm_rowwise, for every width 0..150 (every
+    # combination of the blocks), with NaN, +-inf and -0 among the inputs:
+    # same terms, same order, same NaN rule, so the same bits
+    from spgnn._kernels.numba import _ops, spmm as kernels
+    a, x = inputs
+    s = get_semiring(semiring)
+    dt = np.result_type(a.data, x)
+    rng = np.random.default_rng(seed)
+    x = x[:, :150].astype(dt)
+    special = rng.random(x.shape) < 0.05
+    x[special] = rng.choice(np.array([np.nan, np.inf, -np.inf, -0.0], dtype=dt), special.sum())
+    data = a.data.astype(dt)
+    add, mul = _ops.ADD_CODES[s.add.name], _ops.MUL_CODES[s.multiply]
+    assert (add, mul) in kernels.REGISTER_SEMIRINGS
+    bits = np.uint32 if dt == np.float32 else np.uint64
+    for n in range(x.shape[1] + 1):
+        xn = np.ascontiguousarray(x[:, :n])
+        ref = np.empty((a.shape[0], n), dt)
+        kernels.csr_spmm_rowwise(a.indptr, a.indices, data, xn, add, mul,
+                                 dt.type(s.add.identity), 4, ref)
+        got = be.spmm(a, xn, s)
+        np.testing.assert_array_equal(got.view(bits), ref.view(bits), err_msg=f"n = {n}")
+
+
 @st.composite
 def spgemm_inputs(draw):
     a, _ = draw(local_csr(max_dim=10))

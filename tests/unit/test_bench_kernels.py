@@ -39,8 +39,8 @@ def report():
 
 def test_top_level_keys(report):
     for key in ("command", "machine", "versions", "missing", "repeat", "traffic_model",
-                "bandwidth", "first_calls", "cold_start", "spmm", "sddmm", "spgemm",
-                "locality", "skipped", "wall_s"):
+                "bandwidth", "first_calls", "cold_start", "spmm", "semiring_spmm", "sddmm",
+                "spgemm", "locality", "skipped", "wall_s"):
         assert key in report, key
     assert report["missing"] == []
     m = report["machine"]
@@ -57,6 +57,16 @@ def test_spmm_records(report):
         assert set(r["speedup_vs"]) == {"scipy", "torch_csr", "graphblas"}
         assert r["model_bytes"] == r["nnz"] * (4 * r["f"] + 8) + r["m"] * r["f"] * 4
         assert r["fraction_of_bound"] > 0
+
+
+def test_semiring_spmm_records(report):
+    # one f (16 with --quick) per graph, every semiring of the table, checked
+    # bit for bit against the scalar kernel
+    rows = report["semiring_spmm"]
+    assert [r["semiring"] for r in rows] == ["max_second", "plus_second", "min_plus"]
+    for r in rows:
+        assert r["graph"] == "rmat:8" and r["f"] == 16 and r["correct"] is True
+        assert set(r["times_s"]) == {"spgnn", "scalar_kernel", "graphblas"}
 
 
 def test_sddmm_spgemm_locality_records(report):

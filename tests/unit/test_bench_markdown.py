@@ -20,7 +20,11 @@ def _report():
     order = {"time_s": 0.004, "fraction_of_bound": 0.7, "speedup_vs_original": 1.0}
     locality = {"graph": "g", "f": 64, "reorder_time_s": {"rcm": 0.1, "degree": 0.05, "metis": 1.0},
                 "orders": {k: dict(order) for k in ("original", "rcm", "degree", "metis")}}
-    return {"spmm": [spmm], "sddmm": [sddmm], "spgemm": [spgemm], "locality": [locality]}
+    semiring = {"graph": "g", "f": 64, "semiring": "max_second",
+                "times_s": {"spgnn": 0.002, "scalar_kernel": 0.005, "graphblas": 0.01},
+                "speedup_vs": {"scalar_kernel": 2.5, "graphblas": 5.0}}
+    return {"spmm": [spmm], "semiring_spmm": [semiring], "sddmm": [sddmm], "spgemm": [spgemm],
+            "locality": [locality]}
 
 
 def test_markdown_tables_from_a_saved_report(tmp_path):
@@ -31,6 +35,7 @@ def test_markdown_tables_from_a_saved_report(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "| g | 16 | 1 | 3 | nan | nan | nanx | 3.00x | 12.5 | 0.50 |" in lines
+    assert "| g | 64 | max_second | 2 | 5 | 10 | 2.50x | 5.00x |" in lines
     assert "| g | 64 | 2 | nan | 20 | 10.00x (numpy_gather) |" in lines
     assert "| g | Q·A | 1.00e+03 | 9.00e+02 | 0.5 | 1 | 0.4 | 0.80x | 2.00x |" in lines
     assert "| g | 64 | 4 (0.70) | 4 (0.70) | 4 (0.70) | 4 (0.70) | 1.00x | 0.10 / 0.05 / 1.00 |" in lines
