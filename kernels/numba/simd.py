@@ -41,7 +41,9 @@ from ._ops import (ADD_MAX, ADD_MIN, ADD_PLUS, MUL_FIRST, MUL_PAIR, MUL_PLUS, MU
                    MUL_TIMES, emit_prefetch)
 
 __all__ = ["rows_block_64", "rows_block_32", "rows_block_16", "rows_block_8",
-           "rows_block_4", "rows_block_2", "rows_block_1", "copy_row_times", "COPY_LANES"]
+           "rows_block_4", "rows_block_2", "rows_block_1", "SEMIRING_WIDTHS", "rows_plus_second",
+           "rows_plus_pair", "rows_min_plus", "rows_min_times", "rows_min_second", "rows_max_plus",
+           "rows_max_times", "rows_max_second", "copy_row_times", "COPY_LANES"]
 
 
 class _RowBlocks:
@@ -189,7 +191,7 @@ SEMIRING_WIDTHS = (64, 16, 4, 1)
 
 
 def _make_rows_semiring(add, mul, name):
-    """The intrinsic ``rows_<name>`` (documented by :func:`_rows_semiring_doc`)."""
+    """The intrinsic ``rows_<name>`` for the semiring ``(add, mul)`` (docstring set below)."""
 
     def codegen(context, builder, sig, args):
         g = _RowBlocks(context, builder, sig, args)
