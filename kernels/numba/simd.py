@@ -20,8 +20,8 @@ and adds the products in storage order, with separate ``fmul`` and ``fadd``
 
 The same code, with the monoid's identity as the start and its combine
 (``fadd``, or a NaN-propagating min/max ``select``) and the semiring's
-multiply, gives one intrinsic per registered semiring (``rows_max_second``
-etc.), which also walks each row's column blocks (64, 16, 4, 1).
+multiply, gives ``rows_semiring`` for the other registered semirings, which
+also walks each row's column blocks (64, 16, 4, 1).
 
 ``copy_row_times`` copies one CSR row (indices, and values times a scalar)
 and checks its order with AVX-512-style *masked* vector loads and stores, 16
@@ -41,9 +41,8 @@ from ._ops import (ADD_MAX, ADD_MIN, ADD_PLUS, MUL_FIRST, MUL_PAIR, MUL_PLUS, MU
                    MUL_TIMES, emit_prefetch)
 
 __all__ = ["rows_block_64", "rows_block_32", "rows_block_16", "rows_block_8",
-           "rows_block_4", "rows_block_2", "rows_block_1", "SEMIRING_WIDTHS", "rows_plus_second",
-           "rows_plus_pair", "rows_min_plus", "rows_min_times", "rows_min_second", "rows_max_plus",
-           "rows_max_times", "rows_max_second", "copy_row_times", "COPY_LANES"]
+           "rows_block_4", "rows_block_2", "rows_block_1", "SEMIRING_WIDTHS", "REGISTER_SEMIRINGS",
+           "rows_semiring", "copy_row_times", "COPY_LANES"]
 
 
 class _RowBlocks:
@@ -190,48 +189,50 @@ rows_block_1 = _make_rows_block(1)
 SEMIRING_WIDTHS = (64, 16, 4, 1)
 
 
-def _make_rows_semiring(add, mul, name):
-    """The intrinsic ``rows_<name>`` for the semiring ``(add, mul)`` (docstring set below)."""
+#: ``(add_op, mul_op)`` codes with a register kernel besides plus_times: the
+#: registered semirings (spgnn.core.semiring) plus_second, plus_pair,
+#: min/max x plus/times/second.  Other pairs run the generic scalar kernel.
+REGISTER_SEMIRINGS = (
+    (ADD_PLUS, MUL_SECOND), (ADD_PLUS, MUL_PAIR),
+    (ADD_MIN, MUL_PLUS), (ADD_MIN, MUL_TIMES), (ADD_MIN, MUL_SECOND),
+    (ADD_MAX, MUL_PLUS), (ADD_MAX, MUL_TIMES), (ADD_MAX, MUL_SECOND))
 
-    def codegen(context, builder, sig, args):
-        g = _RowBlocks(context, builder, sig, args)
-        r0, r1, pf_end, dist = [g.intp(v, t) for v, t in zip(args[5:], sig.args[5:])]
-        n = cgutils.unpack_tuple(builder, g.arrays[4].shape, 2)[1]
-        with cgutils.for_range_slice(builder, r0, r1, g.one, inc=True) as (i, _):
-            lo, mid, hi = g.row_bounds(i, pf_end)
-            j = ir.Constant(n.type, 0)
-            for width in SEMIRING_WIDTHS:
-                w = ir.Constant(n.type, width)
-                end = builder.add(j, builder.mul(builder.sdiv(builder.sub(n, j), w), w))
-                with cgutils.for_range_slice(builder, j, end, w, inc=True) as (col0, _):
-                    g.block(i, lo, mid, hi, col0, dist, width, add, mul)
-                j = end
-        return context.get_dummy_value()
 
-    def rows_semiring(typingctx, indptr, indices, data, x, out, r0, r1, pf_end, dist):
-        return types.none(indptr, indices, data, x, out, r0, r1, pf_end, dist), codegen
+def _rows_semiring_codegen(context, builder, sig, args):
+    g = _RowBlocks(context, builder, sig, args)
+    add_op, mul_op, r0, r1, pf_end, dist = [g.intp(v, t) for v, t in zip(args[5:], sig.args[5:])]
+    n = cgutils.unpack_tuple(builder, g.arrays[4].shape, 2)[1]
+    for add, mul in REGISTER_SEMIRINGS:
+        this = builder.and_(builder.icmp_signed("==", add_op, ir.Constant(add_op.type, add)),
+                            builder.icmp_signed("==", mul_op, ir.Constant(mul_op.type, mul)))
+        with builder.if_then(this):
+            with cgutils.for_range_slice(builder, r0, r1, g.one, inc=True) as (i, _):
+                lo, mid, hi = g.row_bounds(i, pf_end)
+                j = ir.Constant(n.type, 0)
+                for width in SEMIRING_WIDTHS:
+                    w = ir.Constant(n.type, width)
+                    end = builder.add(j, builder.mul(builder.sdiv(builder.sub(n, j), w), w))
+                    with cgutils.for_range_slice(builder, j, end, w, inc=True) as (col0, _):
+                        g.block(i, lo, mid, hi, col0, dist, width, add, mul)
+                    j = end
+    return context.get_dummy_value()
 
-    rows_semiring.__name__ = f"rows_{name}"
-    rows_semiring.__doc__ = f"""``out[i, :] = (+)_e data[e] (x) x[indices[e], :]`` for the rows
-    ``i`` in ``[r0, r1)`` over the ``{name}`` semiring, in register column blocks
-    of {", ".join(map(str, SEMIRING_WIDTHS))} (widest first), each started from the
+
+@intrinsic
+def rows_semiring(typingctx, indptr, indices, data, x, out, add_op, mul_op, r0, r1, pf_end, dist):
+    """``out[i, :] = (+)_e data[e] (x) x[indices[e], :]`` for the rows ``i`` in
+    ``[r0, r1)`` over the semiring ``(add_op, mul_op)``, one of
+    :data:`REGISTER_SEMIRINGS` (any other pair writes nothing; callers check).
+
+    Each row in register column blocks of :data:`SEMIRING_WIDTHS` (widest
+    first, all blocks of a row before the next row), each started from the
     monoid's identity (so an empty row holds it) and stored once; terms in
-    storage order, bit-identical to the scalar ``_ops`` loops.  ``pf_end``,
-    ``dist``: as for ``rows_block_<W>``.
+    storage order, bit-identical to the scalar ``_ops`` loops.  The pair is
+    tested once per call: each semiring's loops are emitted separately.
+    ``pf_end``, ``dist``: as for ``rows_block_<W>``.
     """
-    return intrinsic(rows_semiring)
-
-
-# The registered semirings other than plus_times (spgnn.core.semiring);
-# other combinations of codes run the generic scalar kernel.
-rows_plus_second = _make_rows_semiring(ADD_PLUS, MUL_SECOND, "plus_second")
-rows_plus_pair = _make_rows_semiring(ADD_PLUS, MUL_PAIR, "plus_pair")
-rows_min_plus = _make_rows_semiring(ADD_MIN, MUL_PLUS, "min_plus")
-rows_min_times = _make_rows_semiring(ADD_MIN, MUL_TIMES, "min_times")
-rows_min_second = _make_rows_semiring(ADD_MIN, MUL_SECOND, "min_second")
-rows_max_plus = _make_rows_semiring(ADD_MAX, MUL_PLUS, "max_plus")
-rows_max_times = _make_rows_semiring(ADD_MAX, MUL_TIMES, "max_times")
-rows_max_second = _make_rows_semiring(ADD_MAX, MUL_SECOND, "max_second")
+    sig = types.none(indptr, indices, data, x, out, add_op, mul_op, r0, r1, pf_end, dist)
+    return sig, _rows_semiring_codegen
 
 
 #: Entries per masked step of :func:`copy_row_times` (16 int32 = one AVX-512 register).

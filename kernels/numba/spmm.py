@@ -15,22 +15,12 @@ import numba
 
 import numpy as np
 
-from ._ops import (ADD_MAX, ADD_MIN, ADD_PLUS, MUL_PAIR, MUL_PLUS, MUL_SECOND, MUL_TIMES,
-                   PREFETCH_DIST, atomic_fetch_add, chunk_count, clamp_parts, row_partition,
-                   semiring_add, semiring_mul)
-from .simd import (rows_block_1, rows_block_2, rows_block_4, rows_block_8, rows_block_16,
-                   rows_block_32, rows_block_64, rows_max_plus, rows_max_second, rows_max_times,
-                   rows_min_plus, rows_min_second, rows_min_times, rows_plus_pair,
-                   rows_plus_second)
+from ._ops import (ADD_PLUS, PREFETCH_DIST, atomic_fetch_add, chunk_count, clamp_parts,
+                   row_partition, semiring_add, semiring_mul)
+from .simd import (REGISTER_SEMIRINGS, rows_block_1, rows_block_2, rows_block_4, rows_block_8,
+                   rows_block_16, rows_block_32, rows_block_64, rows_semiring)
 
 __all__ = ["csr_spmm_rowwise", "csr_spmm_plus_times", "csr_spmm_semiring", "REGISTER_SEMIRINGS"]
-
-#: ``(add_op, mul_op)`` pairs with a register-accumulating kernel
-#: (:func:`csr_spmm_semiring`) besides plus_times: the registered semirings.
-REGISTER_SEMIRINGS = frozenset([
-    (ADD_PLUS, MUL_SECOND), (ADD_PLUS, MUL_PAIR),
-    (ADD_MIN, MUL_PLUS), (ADD_MIN, MUL_TIMES), (ADD_MIN, MUL_SECOND),
-    (ADD_MAX, MUL_PLUS), (ADD_MAX, MUL_TIMES), (ADD_MAX, MUL_SECOND)])
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -122,34 +112,9 @@ def csr_spmm_plus_times(indptr, indices, data, x, nparts, out):
                     _rows_times_x(indptr, indices, data, x, out, i, i + 1, pf_end, dist)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _rows_semiring(add_op, mul_op, indptr, indices, data, x, out, r0, r1, pf_end, dist):
-    """``out[r0:r1]`` through the register intrinsic of ``(add_op, mul_op)`` (one of
-    :data:`REGISTER_SEMIRINGS`)."""
-    if add_op == ADD_PLUS:
-        if mul_op == MUL_SECOND:
-            rows_plus_second(indptr, indices, data, x, out, r0, r1, pf_end, dist)
-        else:
-            rows_plus_pair(indptr, indices, data, x, out, r0, r1, pf_end, dist)
-    elif add_op == ADD_MIN:
-        if mul_op == MUL_PLUS:
-            rows_min_plus(indptr, indices, data, x, out, r0, r1, pf_end, dist)
-        elif mul_op == MUL_TIMES:
-            rows_min_times(indptr, indices, data, x, out, r0, r1, pf_end, dist)
-        else:
-            rows_min_second(indptr, indices, data, x, out, r0, r1, pf_end, dist)
-    else:
-        if mul_op == MUL_PLUS:
-            rows_max_plus(indptr, indices, data, x, out, r0, r1, pf_end, dist)
-        elif mul_op == MUL_TIMES:
-            rows_max_times(indptr, indices, data, x, out, r0, r1, pf_end, dist)
-        else:
-            rows_max_second(indptr, indices, data, x, out, r0, r1, pf_end, dist)
-
-
 @numba.njit(cache=True, nogil=True, parallel=True)
 def csr_spmm_semiring(indptr, indices, data, x, add_op, mul_op, nparts, out):
-    """``out = A (+).(x) x`` for a semiring of :data:`REGISTER_SEMIRINGS` (the caller checks).
+    """``out = A (+).(x) x`` for a pair of :data:`simd.REGISTER_SEMIRINGS` (the caller checks).
 
     Same contract and results as :func:`csr_spmm_rowwise` (rows without
     nonzeros hold the monoid's identity; min/max propagate NaN), with the
@@ -169,8 +134,8 @@ def csr_spmm_semiring(indptr, indices, data, x, add_op, mul_op, nparts, out):
             p = atomic_fetch_add(counter, 0, 1)
             if p >= nchunks:
                 break
-            _rows_semiring(add_op, mul_op, indptr, indices, data, x, out, bounds[p],
-                           bounds[p + 1], pf_end, dist)
+            rows_semiring(indptr, indices, data, x, out, add_op, mul_op, bounds[p],
+                          bounds[p + 1], pf_end, dist)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
