@@ -291,6 +291,7 @@ def cold_start(threads):
 
 
 def bench_spmm(name, A, feats, libs, be, triad_gbs, repeat, seed=0):
+    from spgnn.backends import empty_output
     from spgnn.core.local import LocalCSR
     torch, gb = libs.get("torch"), libs.get("graphblas")
     m, n = A.shape
@@ -300,7 +301,9 @@ def bench_spmm(name, A, feats, libs, be, triad_gbs, repeat, seed=0):
     rows = []
     for f in feats:
         X = np.random.default_rng(seed).random((n, f), dtype=np.float32)
-        Y = np.empty((m, f), np.float32)
+        # a preallocated output, as a training loop keeps one per layer, from
+        # spgnn's allocator: 64-byte aligned, so large ones are streamed
+        Y = empty_output((m, f), np.float32)
         fns = {"spgnn": lambda: be.spmm(La, X, "plus_times", out=Y),
                "scipy": lambda: A @ X}
         if At is not None:
@@ -431,6 +434,7 @@ def selection(n, b, seed=0):
 
 
 def bench_locality(name, A, f, be, triad_gbs, repeat, seed=0):
+    from spgnn.backends import empty_output
     from spgnn.core.local import LocalCSR
     from spgnn.partition import reorder
     m = A.shape[0]
@@ -446,7 +450,7 @@ def bench_locality(name, A, f, be, triad_gbs, repeat, seed=0):
         order_s[method] = time.perf_counter() - t0
         mats[method] = as_int32_csr(A[perm][:, perm])
     locs = {k: LocalCSR(M.indptr, M.indices, M.data, M.shape, check=None) for k, M in mats.items()}
-    Y = np.empty((m, f), np.float32)
+    Y = empty_output((m, f), np.float32)
     fns = {k: (lambda L=L: be.spmm(L, X, "plus_times", out=Y)) for k, L in locs.items()}
     res = interleave(fns, repeat)
     model_bytes = A.nnz * (4 * f + 8) + m * f * 4
@@ -543,6 +547,11 @@ def main(argv=None):
                    help="extra graphs for A·A only (default rmat:14 when not --quick)")
     p.add_argument("--sample-rows", type=int, default=8192, help="rows b of the selection Q in Q·A")
     p.add_argument("--skip-cold", action="store_true", help="skip the fresh-process compile test")
+    p.add_argument("--no-output-cache", action="store_true",
+                   help="do not reuse spgnn's freed output buffers (spgnn.backends._alloc; "
+                        "SpGEMM and SDDMM outputs, SpMM writes into out=): every call's output "
+                        "is then a new mapping, first-touched like the other libraries' "
+                        "outputs (still on huge pages)")
     p.add_argument("--out", default=None,
                    help="also write the JSON report to this file, rewritten after every graph "
                         "(a checkpoint if a long run is interrupted)")
@@ -586,6 +595,10 @@ def main(argv=None):
             report["versions"]["suitesparse_graphblas"] = ssgb.__version__
         except Exception:
             pass
+    from spgnn.backends import _alloc
+    if args.no_output_cache:
+        _alloc.CACHE_MAX_BYTES = 0
+    report["machine"]["spgnn_output_cache_bytes"] = _alloc.CACHE_MAX_BYTES
     be = get_backend(args.backend)
     t_all = time.perf_counter()
 

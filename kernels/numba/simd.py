@@ -42,7 +42,7 @@ from ._ops import (ADD_MAX, ADD_MIN, ADD_PLUS, MUL_FIRST, MUL_PAIR, MUL_PLUS, MU
 
 __all__ = ["rows_block_64", "rows_block_32", "rows_block_16", "rows_block_8",
            "rows_block_4", "rows_block_2", "rows_block_1", "SEMIRING_WIDTHS", "REGISTER_SEMIRINGS",
-           "rows_semiring", "copy_row_times", "COPY_LANES"]
+           "rows_semiring", "copy_row_times", "COPY_LANES", "STREAM_ALIGN", "store_fence"]
 
 
 class _RowBlocks:
@@ -88,7 +88,7 @@ class _RowBlocks:
         return cgutils.get_item_pointer(self.context, self.builder, self.types[3], self.arrays[3],
                                         [c, col0], wraparound=False)
 
-    def block(self, i, lo, mid, hi, col0, dist, width, add, mul):
+    def block(self, i, lo, mid, hi, col0, dist, width, add, mul, stream=None):
         b = self.builder
         vec_t = ir.VectorType(self.elem, width)
         if width not in self.acc:
@@ -130,10 +130,42 @@ class _RowBlocks:
             term(e)
         with cgutils.for_range_slice(b, mid, hi, self.one, inc=True) as (e, _):
             term(e)
-        out_ptr = cgutils.get_item_pointer(self.context, b, self.types[4], self.arrays[4],
-                                           [i, col0], wraparound=False)
-        b.store(b.load(acc), b.bitcast(out_ptr, vec_t.as_pointer()), align=self.align)
+        out_ptr = b.bitcast(cgutils.get_item_pointer(self.context, b, self.types[4],
+                                                     self.arrays[4], [i, col0], wraparound=False),
+                            vec_t.as_pointer())
+        value = b.load(acc)
+        if stream is None or width * self.align < STREAM_ALIGN:
+            b.store(value, out_ptr, align=self.align)
+            return
+        with b.if_else(stream) as (streamed, cached):
+            with streamed:
+                # the caller guarantees the 64-byte alignment (MOVNTPS faults without it)
+                st = b.store(value, out_ptr, align=STREAM_ALIGN)
+                st.set_metadata("nontemporal",
+                                b.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+            with cached:
+                b.store(value, out_ptr, align=self.align)
 
+
+#: Blocks of at least this many bytes may be stored non-temporally (see
+#: ``rows_block_<W>``'s ``stream``): one AVX-512 register, the alignment a
+#: non-temporal vector store requires.
+STREAM_ALIGN = 64
+
+
+@intrinsic
+def store_fence(typingctx):
+    """A full memory fence (``mfence`` on x86) after a worker's non-temporal stores.
+
+    Non-temporal stores are weakly ordered (they drain from write-combining
+    buffers), unlike ordinary stores; a worker that streamed its rows
+    fences before the parallel region's barrier, so that the thread that
+    reads the output afterwards sees every row.
+    """
+    def codegen(context, builder, sig, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+    return types.none(), codegen
 
 #: Accumulator start per monoid (``Monoid.identity``): an empty row stores it.
 _IDENTITY = {ADD_PLUS: 0.0, ADD_MIN: float("inf"), ADD_MAX: float("-inf")}
@@ -144,14 +176,16 @@ def _make_rows_block(width):
 
     def codegen(context, builder, sig, args):
         g = _RowBlocks(context, builder, sig, args)
-        r0, r1, col0, pf_end, dist = [g.intp(v, t) for v, t in zip(args[5:], sig.args[5:])]
+        r0, r1, col0, pf_end, dist = [g.intp(v, t) for v, t in zip(args[5:10], sig.args[5:10])]
+        stream = context.cast(builder, args[10], sig.args[10], types.boolean)
         with cgutils.for_range_slice(builder, r0, r1, g.one, inc=True) as (i, _):
             lo, mid, hi = g.row_bounds(i, pf_end)
-            g.block(i, lo, mid, hi, col0, dist, width, ADD_PLUS, MUL_TIMES)
+            g.block(i, lo, mid, hi, col0, dist, width, ADD_PLUS, MUL_TIMES, stream)
         return context.get_dummy_value()
 
-    def rows_block(typingctx, indptr, indices, data, x, out, r0, r1, col0, pf_end, dist):
-        return types.none(indptr, indices, data, x, out, r0, r1, col0, pf_end, dist), codegen
+    def rows_block(typingctx, indptr, indices, data, x, out, r0, r1, col0, pf_end, dist, stream):
+        sig = types.none(indptr, indices, data, x, out, r0, r1, col0, pf_end, dist, stream)
+        return sig, codegen
 
     rows_block.__name__ = f"rows_block_{width}"
     rows_block.__doc__ = _rows_block_doc(width)
@@ -165,10 +199,13 @@ def _rows_block_doc(width):
 
     Nonzeros ``e < pf_end`` first prefetch the block of row
     ``indices[e + dist]`` of ``x`` (pass ``pf_end = nnz - dist``, so that
-    ``e + dist`` stays in range).  ``x`` and ``out`` must be C-contiguous
-    with at least ``col0 + {width}`` columns, and ``data``, ``x`` and ``out``
-    share one float dtype; nothing is checked (trusted kernel arguments,
-    like every kernel here).
+    ``e + dist`` stays in range).  ``stream`` (bool): store blocks of at
+    least :data:`STREAM_ALIGN` bytes non-temporally (no read of the output
+    lines before writing them; they bypass the caches); every such block of
+    ``out`` must then be 64-byte aligned.  ``x`` and ``out`` must be
+    C-contiguous with at least ``col0 + {width}`` columns, and ``data``,
+    ``x`` and ``out`` share one float dtype; nothing is checked (trusted
+    kernel arguments, like every kernel here).
     """
 
 

@@ -11,19 +11,28 @@ chunks of rows balanced by ``A``'s nonzero count.
 * :func:`csr_spgemm_numeric` fills sorted, duplicate-free column indices and
   the semiring-reduced values into the preallocated output.
 
-Each output row takes the cheapest of three paths, decided per row:
+Each output row takes the cheapest of four paths, decided per row:
 
 1. **copy** -- ``A``'s row has one nonzero ``(i, k)`` and ``B[k, :]`` is
    strictly increasing (sorted, no duplicates): the output row is ``B[k, :]``
    scaled, no scratch at all.  This is the sampling shape ``Q @ A`` (``Q`` a
    row-selection matrix) and the reason ``Q @ A`` costs no more than a row
    gather.
-2. **ESC** (expand, sort, compress) -- at most :data:`SMALL` products: the
+2. **merge** -- ``A``'s row has two nonzeros and ``B`` is canonical (every
+   row strictly increasing: :func:`rows_strictly_increasing`, computed once
+   per product by the caller and passed to both passes): the output row is
+   the sorted union of two rows of ``B``, merged with branch-free steps, so
+   it needs neither scratch nor a sort.  Road networks and meshes are mostly
+   such rows (luxembourg: 85 % of the rows, 81 % of the products of
+   ``A @ A``); on that graph the merge made the symbolic pass 1.1-1.2x and
+   the numeric pass 1.25-1.45x faster than the marker and position-map
+   paths below.
+3. **ESC** (expand, sort, compress) -- at most :data:`SMALL` products: the
    (column, value) pairs go to a small per-worker buffer, a stable insertion
    sort orders them by column, and equal columns are reduced in storage
    order.  No O(ncols) scratch is touched, so short rows cost O(flops^2) with
    a tiny constant instead of cache misses in a big marker array.
-3. **dense** -- a per-worker dense marker (the row that last touched each
+4. **dense** -- a per-worker dense marker (the row that last touched each
    column, so it is never cleared) and accumulator of length ``B.shape[1]``,
    allocated lazily, once per worker, on the first row that needs them.  The
    row's distinct columns are then emitted in order either by scanning the
@@ -52,7 +61,8 @@ from ._ops import (ADD_PLUS, MUL_TIMES, atomic_fetch_add, chunk_count, clamp_par
 from .simd import copy_row_times
 
 __all__ = ["csr_spgemm_symbolic", "csr_spgemm_numeric", "csr_spgemm_onehot", "selection_indptr",
-           "spgemm_work_at_least", "SMALL", "SCAN_RATIO", "MARKER_MAX_COLS"]
+           "spgemm_work_at_least", "rows_strictly_increasing", "SMALL", "SCAN_RATIO",
+           "MARKER_MAX_COLS"]
 
 #: Rows with at most this many scalar products use expand-sort-compress.
 SMALL = 32
@@ -159,6 +169,87 @@ def _column_map_is_cheap(a_indptr, b_ncols):
     return b_ncols <= MARKER_MAX_COLS and np.int64(a_indptr[a_indptr.shape[0] - 1]) * 8 >= b_ncols
 
 
+@numba.njit(cache=True, nogil=True)
+def rows_strictly_increasing(indptr, indices):
+    """Every row of a CSR matrix sorted without duplicates (canonical).  Serial, O(nnz + rows).
+
+    Counts the descents ``indices[e] <= indices[e - 1]`` over the whole index
+    array (a branch-free loop LLVM vectorises) and those that fall on a row
+    start, where a descent is allowed: the rows are canonical exactly when
+    the two counts agree.  luxembourg (114 k rows, 239 k nonzeros): 0.09 ms,
+    mostly the loop over row starts; a row-by-row check pays a mispredicted
+    exit of its short inner loop per row.
+    """
+    n = indptr.shape[0] - 1
+    descents = 0
+    for e in range(1, indptr[n]):
+        descents += indices[e] <= indices[e - 1]
+    at_starts = 0
+    for r in range(n):
+        s = indptr[r]
+        # each position is the start of at most one non-empty row
+        if s > 0 and s < indptr[r + 1]:
+            at_starts += indices[s] <= indices[s - 1]
+    return descents == at_starts
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _merge_count(idx, p, hp, q, hq):
+    """Distinct columns of the union of two strictly increasing rows ``idx[p:hp]``, ``idx[q:hq]``.
+
+    A merge whose step advances whichever side holds the smaller column
+    (both on a tie) through integer adds instead of branches, so the only
+    unpredictable branch is the loop's exit; the side left over is counted
+    without walking it.
+    """
+    count = 0
+    while p < hp and q < hq:
+        x = idx[p]
+        y = idx[q]
+        p += x <= y
+        q += y <= x
+        count += 1
+    return count + (hp - p) + (hq - q)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _merge_fill(idx, val, p, hp, ap, q, hq, aq, add_op, mul_op, one, pos, end,
+                out_indices, out_data):
+    """Merge two strictly increasing rows of ``B`` scaled by ``ap`` and ``aq`` into ``out[pos:end]``.
+
+    Row ``idx[p:hp]`` is the earlier term in storage order: on equal columns
+    the result is ``(ap (x) b_p) (+) (aq (x) b_q)``, as on every other path.
+    The output comes out sorted, so no sort follows.  Returns the position
+    after the last entry; writes stay inside ``[pos, end)``.
+    """
+    while p < hp and q < hq:
+        x = idx[p]
+        y = idx[q]
+        vx = semiring_mul(mul_op, ap, val[p], one)
+        vy = semiring_mul(mul_op, aq, val[q], one)
+        tx = x <= y
+        ty = y <= x
+        if pos < end:
+            out_indices[pos] = min(x, y)
+            out_data[pos] = semiring_add(add_op, vx, vy) if tx & ty else (vx if tx else vy)
+        pos += 1
+        p += tx
+        q += ty
+    while p < hp:
+        if pos < end:
+            out_indices[pos] = idx[p]
+            out_data[pos] = semiring_mul(mul_op, ap, val[p], one)
+        pos += 1
+        p += 1
+    while q < hq:
+        if pos < end:
+            out_indices[pos] = idx[q]
+            out_data[pos] = semiring_mul(mul_op, aq, val[q], one)
+        pos += 1
+        q += 1
+    return pos
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _count_marked(a_indptr, a_indices, b_indptr, b_indices, marker, mk, i):
     """Distinct columns of output row ``i``: tag each column with ``mk``, count first tags."""
@@ -205,8 +296,9 @@ def _fill_by_position(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, 
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def csr_spgemm_symbolic(a_indptr, a_indices, b_indptr, b_indices, b_ncols, nparts, out_indptr):
-    """Output ``indptr`` of the structural product ``pattern(A) @ pattern(B)``.
+def csr_spgemm_symbolic(a_indptr, a_indices, b_indptr, b_indices, b_ncols, b_canonical, nparts,
+                        out_indptr):
+    """Output ``indptr`` of the structural product ``pattern(A) @ pattern(B)``; returns its nnz.
 
     Parameters
     ----------
@@ -214,17 +306,27 @@ def csr_spgemm_symbolic(a_indptr, a_indices, b_indptr, b_indices, b_ncols, npart
     b_indptr, b_indices : int arrays of ``B`` (``b_ncols`` columns); all four
         share one index dtype
     b_ncols : int
+    b_canonical : bool
+        Every row of ``B`` strictly increasing (:func:`rows_strictly_increasing`):
+        enables the merge path.  The caller computes it once for both passes.
     nparts : int
         Number of workers (clamped to ``[1, m]``); a few per thread.
-    out_indptr : int64 array ``(m + 1,)``, overwritten
+    out_indptr : int32 or int64 array ``(m + 1,)``, overwritten
+
+    Returns
+    -------
+    nnz : int
+        ``out_indptr[m]``, or -1 when the total does not fit
+        ``out_indptr``'s dtype (then ``out_indptr`` holds garbage and the
+        caller retries with int64).
 
     Notes
     -----
     Duplicates in ``A`` or ``B`` and unsorted indices are fine: a column is
     counted once per row however many terms reach it.  Per row, the copy,
-    ESC or dense path of the module docstring; short rows count with the
-    marker instead of ESC when ``b_ncols <= MARKER_MAX_COLS`` and ``A`` has at
-    least ``b_ncols / 8`` nonzeros.  Cost O(flops + m) plus
+    merge, ESC or dense path of the module docstring; short rows count with
+    the marker instead of ESC when ``b_ncols <= MARKER_MAX_COLS`` and ``A``
+    has at least ``b_ncols / 8`` nonzeros.  Cost O(flops + m + nnz(B)) plus
     O(workers * b_ncols) for the markers of workers that meet a dense row,
     where ``flops`` is the number of scalar products
     ``sum_{(i,k) in A} nnz(B[k, :])``.
@@ -247,18 +349,29 @@ def csr_spgemm_symbolic(a_indptr, a_indices, b_indptr, b_indices, b_ncols, npart
             p = atomic_fetch_add(counter, 0, 1)
             if p >= nchunks:
                 break
-            if short_by_marker:
-                # every row by marker: no per-row copy or ESC test
-                if marker.shape[0] == 0:
-                    marker = _zeros_i32(b_ncols)
-                for i in range(bounds[p], bounds[p + 1]):
-                    tag = _next_tag(tag, marker)
-                    out_indptr[i + 1] = _count_marked(a_indptr, a_indices, b_indptr, b_indices,
-                                                      marker, np.int32(tag), i)
-                continue
             for i in range(bounds[p], bounds[p + 1]):
                 alo = a_indptr[i]
                 ahi = a_indptr[i + 1]
+                if b_canonical and ahi - alo <= 2:
+                    # copy and merge paths
+                    if ahi - alo == 2:
+                        k = a_indices[alo]
+                        kk = a_indices[alo + 1]
+                        out_indptr[i + 1] = _merge_count(b_indices, b_indptr[k], b_indptr[k + 1],
+                                                         b_indptr[kk], b_indptr[kk + 1])
+                    elif ahi - alo == 1:
+                        k = a_indices[alo]
+                        out_indptr[i + 1] = b_indptr[k + 1] - b_indptr[k]
+                    else:
+                        out_indptr[i + 1] = 0
+                    continue
+                if short_by_marker:
+                    if marker.shape[0] == 0:
+                        marker = _zeros_i32(b_ncols)
+                    tag = _next_tag(tag, marker)
+                    out_indptr[i + 1] = _count_marked(a_indptr, a_indices, b_indptr, b_indices,
+                                                      marker, np.int32(tag), i)
+                    continue
                 if ahi - alo == 1:
                     k = a_indices[alo]
                     if _strictly_increasing(b_indices, b_indptr[k], b_indptr[k + 1]):
@@ -283,14 +396,21 @@ def csr_spgemm_symbolic(a_indptr, a_indices, b_indptr, b_indices, b_ncols, npart
                     tag = _next_tag(tag, marker)
                     out_indptr[i + 1] = _count_marked(a_indptr, a_indices, b_indptr, b_indices,
                                                       marker, np.int32(tag), i)
-    # prefix sum: serial, O(m), negligible next to the products
+    # prefix sum: serial, O(m), negligible next to the products; the total is
+    # kept in int64 so an int32 ``out_indptr`` that overflows is detected
+    limit = np.int64(np.iinfo(out_indptr.dtype).max)
+    total = np.int64(0)
     for i in range(m):
-        out_indptr[i + 1] += out_indptr[i]
+        total += out_indptr[i + 1]
+        if total > limit:
+            return -1
+        out_indptr[i + 1] = total
+    return total
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, b_ncols,
-                       add_op, mul_op, nparts, out_indptr, out_indices, out_data):
+                       b_canonical, add_op, mul_op, nparts, out_indptr, out_indices, out_data):
     """Fill ``C = A (+).(x) B`` into a structure sized by :func:`csr_spgemm_symbolic`.
 
     Parameters
@@ -298,6 +418,8 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
     a_indptr, a_indices, a_data : ``A`` in CSR
     b_indptr, b_indices, b_data : ``B`` in CSR (same index and value dtypes as ``A``)
     b_ncols : int
+    b_canonical : bool
+        As for :func:`csr_spgemm_symbolic`, and the same value.
     add_op, mul_op : int
         Semiring codes (``_ops.ADD_*``, ``_ops.MUL_*``).
     nparts : int
@@ -358,12 +480,22 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
                 end = out_indptr[i + 1]
                 alo = a_indptr[i]
                 ahi = a_indptr[i + 1]
+                # -- merge path: two nonzeros in A's row, B canonical
+                if b_canonical and ahi - alo == 2:
+                    k = a_indices[alo]
+                    kk = a_indices[alo + 1]
+                    pos = _merge_fill(b_indices, b_data, b_indptr[k], b_indptr[k + 1], a_data[alo],
+                                      b_indptr[kk], b_indptr[kk + 1], a_data[alo + 1], add_op,
+                                      mul_op, one, start, end, out_indices, out_data)
+                    if pos != end:
+                        bad += 1
+                    continue
                 # -- copy path: one nonzero in A's row, B's row sorted and distinct
                 if ahi - alo == 1:
                     k = a_indices[alo]
                     blo = b_indptr[k]
                     bhi = b_indptr[k + 1]
-                    if _strictly_increasing(b_indices, blo, bhi):
+                    if b_canonical or _strictly_increasing(b_indices, blo, bhi):
                         av = a_data[alo]
                         r = bhi - blo
                         if r != end - start:

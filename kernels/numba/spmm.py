@@ -17,41 +17,51 @@ import numpy as np
 
 from ._ops import (ADD_PLUS, PREFETCH_DIST, atomic_fetch_add, chunk_count, clamp_parts,
                    row_partition, semiring_add, semiring_mul)
-from .simd import (REGISTER_SEMIRINGS, rows_block_1, rows_block_2, rows_block_4, rows_block_8,
-                   rows_block_16, rows_block_32, rows_block_64, rows_semiring)
+from .simd import (REGISTER_SEMIRINGS, STREAM_ALIGN, rows_block_1, rows_block_2, rows_block_4,
+                   rows_block_8, rows_block_16, rows_block_32, rows_block_64, rows_semiring,
+                   store_fence)
 
-__all__ = ["csr_spmm_rowwise", "csr_spmm_plus_times", "csr_spmm_semiring", "REGISTER_SEMIRINGS"]
+__all__ = ["csr_spmm_rowwise", "csr_spmm_plus_times", "csr_spmm_semiring", "REGISTER_SEMIRINGS",
+           "STREAM_BYTES"]
+
+#: ``csr_spmm_plus_times`` stores outputs of at least this many bytes with
+#: non-temporal stores (half the 32 MiB L3 of the benchmark machine: larger
+#: outputs are evicted before the next operator reads them anyway, and
+#: streaming saves reading every output line before writing it).  Measured
+#: (luxembourg, slashdot, ego-Twitter, rmat:16/18 at f = 64 and 256): 1.03-1.29x;
+#: outputs of 4-7 MB (f = 16) neutral to 6 % slower, hence the threshold.
+STREAM_BYTES = 16 << 20
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _rows_times_x(indptr, indices, data, x, out, r0, r1, pf_end, dist):
+def _rows_times_x(indptr, indices, data, x, out, r0, r1, pf_end, dist, stream):
     """``out[r0:r1] = A[r0:r1] @ x`` in column blocks of 64, 32, ..., 1 (widest first).
 
     Each block is one register-accumulating pass over the rows
-    (:mod:`.simd`); ``pf_end``/``dist`` as there.
+    (:mod:`.simd`); ``pf_end``/``dist``/``stream`` as there.
     """
     n = out.shape[1]
     j = 0
     while n - j >= 64:
-        rows_block_64(indptr, indices, data, x, out, r0, r1, j, pf_end, dist)
+        rows_block_64(indptr, indices, data, x, out, r0, r1, j, pf_end, dist, stream)
         j += 64
     if n - j >= 32:
-        rows_block_32(indptr, indices, data, x, out, r0, r1, j, pf_end, dist)
+        rows_block_32(indptr, indices, data, x, out, r0, r1, j, pf_end, dist, stream)
         j += 32
     if n - j >= 16:
-        rows_block_16(indptr, indices, data, x, out, r0, r1, j, pf_end, dist)
+        rows_block_16(indptr, indices, data, x, out, r0, r1, j, pf_end, dist, stream)
         j += 16
     if n - j >= 8:
-        rows_block_8(indptr, indices, data, x, out, r0, r1, j, pf_end, dist)
+        rows_block_8(indptr, indices, data, x, out, r0, r1, j, pf_end, dist, stream)
         j += 8
     if n - j >= 4:
-        rows_block_4(indptr, indices, data, x, out, r0, r1, j, pf_end, dist)
+        rows_block_4(indptr, indices, data, x, out, r0, r1, j, pf_end, dist, stream)
         j += 4
     if n - j >= 2:
-        rows_block_2(indptr, indices, data, x, out, r0, r1, j, pf_end, dist)
+        rows_block_2(indptr, indices, data, x, out, r0, r1, j, pf_end, dist, stream)
         j += 2
     if n - j >= 1:
-        rows_block_1(indptr, indices, data, x, out, r0, r1, j, pf_end, dist)
+        rows_block_1(indptr, indices, data, x, out, r0, r1, j, pf_end, dist, stream)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -78,6 +88,11 @@ def csr_spmm_plus_times(indptr, indices, data, x, nparts, out):
     one gathered row of ``x`` are read together (block passes over a whole
     chunk measured up to 2x slower for n = 100 and 256).
 
+    Outputs of at least :data:`STREAM_BYTES` whose rows are a multiple of
+    64 bytes and whose base is 64-byte aligned (the backend's own outputs
+    are) are written with non-temporal stores (``simd.rows_block_<W>``'s
+    ``stream``); the values are the same either way.
+
     Duplicates are separate terms; sortedness does not matter.  Same
     summation order as scipy's ``csr_matvecs`` (nonzeros in storage order,
     starting from +0), no FMA contraction, so the result is bit-identical to
@@ -99,6 +114,11 @@ def csr_spmm_plus_times(indptr, indices, data, x, nparts, out):
     dist = PREFETCH_DIST
     pf_end = np.int64(indptr[m]) - dist
     one_block = n <= 64 and (n & (n - 1)) == 0
+    # stream an output larger than half the L3 cache (it would not stay there)
+    # when every 64-byte block of it is aligned (MOVNTPS requires it)
+    row_bytes = n * out.itemsize
+    stream = (m * row_bytes >= STREAM_BYTES and row_bytes % STREAM_ALIGN == 0
+              and out.ctypes.data % STREAM_ALIGN == 0)
     counter = np.zeros(1, dtype=np.int64)
     for w in numba.prange(nparts):
         while True:
@@ -106,10 +126,13 @@ def csr_spmm_plus_times(indptr, indices, data, x, nparts, out):
             if p >= nchunks:
                 break
             if one_block:
-                _rows_times_x(indptr, indices, data, x, out, bounds[p], bounds[p + 1], pf_end, dist)
+                _rows_times_x(indptr, indices, data, x, out, bounds[p], bounds[p + 1], pf_end,
+                              dist, stream)
             else:
                 for i in range(bounds[p], bounds[p + 1]):
-                    _rows_times_x(indptr, indices, data, x, out, i, i + 1, pf_end, dist)
+                    _rows_times_x(indptr, indices, data, x, out, i, i + 1, pf_end, dist, stream)
+        if stream:
+            store_fence()
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)

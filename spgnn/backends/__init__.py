@@ -9,10 +9,14 @@ message says why and how to fix it.
 import os
 
 from ..errors import BackendUnavailable
+from ._alloc import cached_bytes as output_cache_bytes
+from ._alloc import empty as empty_output
+from ._alloc import release_cached as release_output_cache
 from .base import Backend
 
 __all__ = ["Backend", "register_backend", "get_backend", "available_backends",
-           "backend_status", "set_default_backend"]
+           "backend_status", "set_default_backend", "empty_output", "release_output_cache",
+           "output_cache_bytes"]
 
 _BACKENDS = {}
 _INSTANCES = {}

@@ -19,6 +19,7 @@ import numpy as np
 from ..core.local import LocalCSR
 from . import _validate as V
 from . import register_backend
+from ._alloc import empty, empty_arrays
 from .base import Backend
 
 __all__ = ["NumbaBackend"]
@@ -96,6 +97,11 @@ def _spgemm_work(k, a, b):
     return int(k["spgemm"].spgemm_work_at_least(a.indptr, a.indices, b.indptr, 8, SERIAL_WORK))
 
 
+def _canonical(k, b):
+    """Every row of ``B`` strictly increasing: enables the SpGEMM merge path (serial, O(nnz + rows))."""
+    return bool(k["spgemm"].rows_strictly_increasing(b.indptr, b.indices))
+
+
 @register_backend
 class NumbaBackend(Backend):
     """Numba CPU backend: row-parallel kernels, numpy arrays."""
@@ -140,7 +146,7 @@ class NumbaBackend(Backend):
         # not (it aliases an input it reads while writing)
         direct = (out is not None and out.flags.c_contiguous
                   and not np.may_share_memory(out, x) and not np.may_share_memory(out, data))
-        y = out if direct else np.empty((m, n), dtype=dt)
+        y = out if direct else empty((m, n), dt)
         add, mul = _codes(k, semiring)
         ops = k["ops"]
         with _threads(k, a.nnz * n + m * n):
@@ -175,15 +181,14 @@ class NumbaBackend(Backend):
         k = _kernels()
         indptr = np.empty(m + 1, dtype=np.int64)
         if m == 0 or not k["spgemm"].selection_indptr(a.indptr, a.indices, b.indptr, indptr):
-            return self.spgemm_numeric(a, b, self.spgemm_symbolic(a, b), semiring)
+            return self._spgemm_two_pass(k, a, b, semiring)
         n = b.shape[1]
         dt = V.result_dtype(a.data, b.data)
         nnz = int(indptr[-1])
         idt = V.index_dtype_for(nnz, (m, n), a.index_dtype, b.index_dtype)
         _, mul = _codes(k, semiring)
         out_indptr = indptr.astype(idt, copy=False)
-        out_indices = np.empty(nnz, dtype=idt)
-        out_data = np.empty(nnz, dtype=dt)
+        out_indices, out_data = empty_arrays((nnz, idt), (nnz, dt))
         # a vector row copy: ~8 ns per row and 1-2 ns per entry on one core
         # (0.5 ns per unit of SERIAL_WORK); a second thread paid for its
         # wake-up from ~0.25 ms of copying (measured, benchmarks' Q @ A)
@@ -194,22 +199,43 @@ class NumbaBackend(Backend):
                 b.data.astype(dt, copy=False), mul, _nparts(k), out_indptr, out_indices,
                 out_data)
         if unsorted:
-            return self.spgemm_numeric(a, b, self.spgemm_symbolic(a, b), semiring)
+            return self._spgemm_two_pass(k, a, b, semiring)
         # row_mean divides by the one term of each row: nothing to do
         return LocalCSR(out_indptr, out_indices, out_data, (m, n), check=None)
+
+    def _spgemm_two_pass(self, k, a, b, semiring):
+        """Gustavson's symbolic then numeric pass, the symbolic one writing the
+        output ``indptr`` in its final dtype: no int64 ``indptr`` to convert,
+        nothing to re-validate (a road network's ``A @ A`` spent 7-10 % of its
+        time on those copies and checks, most of it first-touching the pages
+        of the temporaries)."""
+        work = _spgemm_work(k, a, b)
+        canonical = _canonical(k, b)
+        # int32 unless an operand or a dimension needs int64; the symbolic
+        # pass reports a total that overflows int32 (> 2**31 - 1 entries)
+        idt = V.index_dtype_for(0, (a.shape[0], b.shape[1]), a.index_dtype, b.index_dtype)
+        indptr, nnz = self._spgemm_symbolic(k, a, b, idt, work, canonical)
+        if nnz < 0:
+            indptr, nnz = self._spgemm_symbolic(k, a, b, np.dtype(np.int64), work, canonical)
+        return self._spgemm_numeric(k, a, b, indptr, nnz, semiring, work, canonical)
 
     def spgemm_symbolic(self, a, b):
         """Output ``indptr`` (int64, ``a.shape[0] + 1``) of ``A @ B``'s structural pattern."""
         V.check_spgemm(a, b, "spgemm_symbolic")
         k = _kernels()
+        return self._spgemm_symbolic(k, a, b, np.dtype(np.int64), _spgemm_work(k, a, b),
+                                     _canonical(k, b))[0]
+
+    def _spgemm_symbolic(self, k, a, b, dtype, work, canonical):
+        """``(indptr, nnz)`` with ``indptr`` in ``dtype``; ``nnz`` is -1 when it overflows ``dtype``."""
         idt = _common_index(a.indices, b.indices)
-        out_indptr = np.empty(a.shape[0] + 1, dtype=np.int64)
-        with _threads(k, _spgemm_work(k, a, b)):
-            k["spgemm"].csr_spgemm_symbolic(
+        out_indptr = np.empty(a.shape[0] + 1, dtype=dtype)
+        with _threads(k, work):
+            nnz = k["spgemm"].csr_spgemm_symbolic(
                 a.indptr.astype(idt, copy=False), a.indices.astype(idt, copy=False),
                 b.indptr.astype(idt, copy=False), b.indices.astype(idt, copy=False),
-                b.shape[1], _nparts(k), out_indptr)
-        return out_indptr
+                b.shape[1], canonical, _nparts(k), out_indptr)
+        return out_indptr, int(nnz)
 
     def spgemm_numeric(self, a, b, indptr, semiring):
         """``C = A (+).(x) B`` on the pattern counted by :meth:`spgemm_symbolic`.
@@ -222,27 +248,33 @@ class NumbaBackend(Backend):
         V.check_spgemm(a, b, "spgemm_numeric")
         semiring = V.check_semiring(semiring)
         indptr = V.check_spgemm_indptr(indptr, a)
+        nnz = int(indptr[-1])
+        idt = V.index_dtype_for(nnz, (a.shape[0], b.shape[1]), a.index_dtype, b.index_dtype)
+        k = _kernels()
+        # a copy: the result must not share the caller's array
+        return self._spgemm_numeric(k, a, b, indptr.astype(idt), nnz, semiring,
+                                    _spgemm_work(k, a, b), _canonical(k, b))
+
+    def _spgemm_numeric(self, k, a, b, out_indptr, nnz, semiring, work, canonical):
+        """The numeric pass into ``out_indptr`` (the output index dtype, ``nnz``
+        at its end), which becomes the result's ``indptr``."""
         m, n = a.shape[0], b.shape[1]
         dt = V.result_dtype(a.data, b.data)
-        nnz = int(indptr[-1])
-        idt = V.index_dtype_for(nnz, (m, n), a.index_dtype, b.index_dtype)
-        k = _kernels()
+        idt = out_indptr.dtype
         add, mul = _codes(k, semiring)
-        out_indptr = indptr.astype(idt)
-        out_indices = np.empty(nnz, dtype=idt)
-        out_data = np.empty(nnz, dtype=dt)
-        with _threads(k, _spgemm_work(k, a, b)):
+        out_indices, out_data = empty_arrays((nnz, idt), (nnz, dt))
+        with _threads(k, work):
             bad = k["spgemm"].csr_spgemm_numeric(
                 a.indptr.astype(idt, copy=False), a.indices.astype(idt, copy=False),
                 a.data.astype(dt, copy=False),
                 b.indptr.astype(idt, copy=False), b.indices.astype(idt, copy=False),
-                b.data.astype(dt, copy=False), n, add, mul, _nparts(k),
+                b.data.astype(dt, copy=False), n, canonical, add, mul, _nparts(k),
                 out_indptr, out_indices, out_data)
         if bad:
             raise V.indptr_mismatch(int(bad))
         if semiring.row_mean:
             counts = np.maximum(np.diff(a.indptr), 1).astype(dt)
-            out_data /= np.repeat(counts, np.diff(indptr))
+            out_data /= np.repeat(counts, np.diff(out_indptr))
         return LocalCSR(out_indptr, out_indices, out_data, (m, n), check=None)
 
     # -- SDDMM ---------------------------------------------------------------
@@ -255,7 +287,7 @@ class NumbaBackend(Backend):
         x, y, semiring, dt = V.check_sddmm(a, x, y, semiring)
         k = _kernels()
         add, mul = _codes(k, semiring)
-        out_data = np.empty(a.nnz, dtype=dt)
+        out_data = empty(a.nnz, dt)
         with _threads(k, a.nnz * x.shape[1]):
             k["sddmm"].csr_sddmm(a.indptr, a.indices, a.data.astype(dt, copy=False),
                                  np.ascontiguousarray(x, dtype=dt),

@@ -214,6 +214,80 @@ def test_spgemm_row_paths_agree(be, semiring, inputs, stride):
 
 
 @st.composite
+def short_row_products(draw):
+    """``A`` with 0-3 nonzeros per row (repeated columns and any order
+    included) times a canonical ``B`` (sorted, distinct rows of 0-30 entries):
+    the rows the merge path takes (two nonzeros) among the copy and
+    marker/ESC rows.  Values may be NaN, +-inf or -0.0 (the min/max rule)."""
+    idt = draw(st.sampled_from([np.int32, np.int64]))
+    vdt = draw(st.sampled_from([np.float32, np.float64]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n_b, ncols = draw(st.integers(1, 12)), draw(st.integers(1, 40))
+    b_rows = [np.sort(rng.choice(ncols, size=int(rng.integers(0, min(ncols, 30) + 1)),
+                                 replace=False)) for _ in range(n_b)]
+    m = draw(st.integers(0, 12))
+    a_rows = [rng.integers(0, n_b, size=int(rng.integers(0, 4))) for _ in range(m)]
+
+    def values(size):
+        v = rng.standard_normal(size).astype(vdt)
+        special = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0], dtype=vdt)
+        pick = rng.random(size) < 0.1
+        v[pick] = rng.choice(special, size=int(pick.sum()))
+        return v
+
+    def csr(rows, shape):
+        indptr = np.zeros(len(rows) + 1, dtype=idt)
+        np.cumsum([len(r) for r in rows], out=indptr[1:])
+        indices = np.concatenate(rows).astype(idt) if rows else np.zeros(0, idt)
+        return LocalCSR(indptr, indices, values(indices.shape[0]), shape)
+
+    return csr(a_rows, (m, n_b)), csr(b_rows, (n_b, ncols))
+
+
+@pytest.mark.parametrize("semiring", SEMIRING_NAMES)
+@given(inputs=short_row_products(), stride=st.sampled_from([1, 2**15 + 3]))
+def test_spgemm_merge_path(be, semiring, inputs, stride):
+    """Rows of ``A`` with two nonzeros over a canonical ``B`` are merged (no
+    marker, no sort).  Same result as the reference, and exactly the values of
+    the other paths (same reduction order): appending one unsorted row to ``B`` (that ``A`` never uses)
+    makes ``B`` non-canonical and turns the merge off.  ``stride`` spreads
+    ``B``'s columns past ``MARKER_MAX_COLS`` (the ESC/dense regime)."""
+    a, b = inputs
+    s = get_semiring(semiring)
+    ncols = (b.shape[1] - 1) * stride + 1
+    b = LocalCSR(b.indptr, (b.indices * stride).astype(b.index_dtype), b.data,
+                 (b.shape[0], ncols))
+    c, r = be.spgemm(a, b, s), get_backend(REF).spgemm(a, b, s)
+    np.testing.assert_array_equal(be.spgemm_symbolic(a, b), r.indptr)
+    assert c.index_dtype == r.index_dtype and c.dtype == r.dtype
+    np.testing.assert_array_equal(c.indptr, r.indptr)
+    np.testing.assert_array_equal(c.indices, r.indices)
+    assert_semiring_equal(c.data, r.data, s)
+    idt = b.index_dtype
+    b_off = LocalCSR(np.append(b.indptr, b.indptr[-1] + 2).astype(idt),
+                     np.append(b.indices, [1, 0]).astype(idt),
+                     np.append(b.data, [1, 1]).astype(b.dtype), (b.shape[0] + 1, ncols))
+    a_off = LocalCSR(a.indptr, a.indices, a.data, (a.shape[0], a.shape[1] + 1))
+    off = be.spgemm(a_off, b_off, s)
+    np.testing.assert_array_equal(off.indptr, c.indptr)
+    np.testing.assert_array_equal(off.indices, c.indices)
+    # equal values, not bits: the dense path's plus_times accumulator starts
+    # from +0.0, so a sum of -0.0 terms comes out +0.0 there
+    np.testing.assert_array_equal(off.data, c.data)
+
+
+@given(pair=local_csr(max_dim=20))
+def test_rows_strictly_increasing(pair):
+    """The canonical-rows test of the merge path (descents counted over the whole
+    array minus those at row starts) agrees with a row-by-row check."""
+    from spgnn._kernels.numba.spgemm import rows_strictly_increasing
+    a, _ = pair
+    expected = all(bool((np.diff(a.indices[a.indptr[i]:a.indptr[i + 1]]) > 0).all())
+                   for i in range(a.shape[0]))
+    assert rows_strictly_increasing(a.indptr, a.indices) == expected
+
+
+@st.composite
 def selection_inputs(draw):
     """``A`` with exactly one nonzero per row (the sampling shape ``Q @ B``) and a ``B``
     that is canonical (the one-pass path) or not (unsorted/duplicate rows: the fallback)."""

@@ -177,6 +177,28 @@ def test_spmm_empty_row_identity(be):
     assert np.all(be.spmm(_A, _X, "mean")[1] == 0.0)
 
 
+@pytest.mark.skipif("numba" not in BACKENDS, reason="numba backend not installed")
+@pytest.mark.parametrize("dtype, f", [(np.float32, 64), (np.float64, 32), (np.float32, 100)])
+def test_spmm_streamed_output_equals_scipy(dtype, f):
+    """Outputs of 16 MiB and more are written with non-temporal stores when
+    each row is a multiple of 64 bytes and the array is 64-byte aligned (the
+    backend's own outputs are); a misaligned ``out`` or rows of 400 bytes
+    (f = 100) take ordinary stores.  Same bits as scipy in every case."""
+    from spgnn._kernels.numba.spmm import STREAM_BYTES
+    m = STREAM_BYTES // (f * np.dtype(dtype).itemsize) + 1
+    rng = np.random.default_rng(f)
+    rows, cols = rng.integers(0, m, 4 * m), rng.integers(0, m, 4 * m)
+    a_sp = sp.csr_array((rng.standard_normal(4 * m).astype(dtype), (rows, cols)), shape=(m, m))
+    a = LocalCSR.from_scipy(a_sp)
+    x = rng.standard_normal((m, f)).astype(dtype)
+    expected = a_sp @ x
+    be = get_backend("numba")
+    np.testing.assert_array_equal(be.spmm(a, x, "plus_times"), expected)
+    misaligned = np.empty(m * f + 1, dtype=dtype)[1:].reshape(m, f)
+    assert misaligned.ctypes.data % 64 != 0
+    np.testing.assert_array_equal(be.spmm(a, x, "plus_times", out=misaligned), expected)
+
+
 def test_spmm_out_and_dtypes(be):
     out = np.full((3, 2), 99.0)
     assert be.spmm(_A, _X, "plus_times", out=out) is out
@@ -201,6 +223,29 @@ def test_spgemm_hand_checked(be):
     np.testing.assert_array_equal(c.data, [2, 5, 3])
     np.testing.assert_array_equal(be.spgemm_symbolic(_A, _A), [0, 3, 3, 3])
     assert be.spgemm_symbolic(_A, _A).dtype == np.int64
+
+
+@pytest.mark.skipif("numba" not in BACKENDS, reason="numba backend not installed")
+def test_spgemm_index_overflow_is_retried_in_int64(monkeypatch):
+    """The symbolic kernel writes the output ``indptr`` in its final dtype and
+    returns -1 when the total does not fit it; the backend then counts again
+    in int64.  Shown with int16 (40 000 entries) instead of int32 (2**31)."""
+    from spgnn._kernels.numba.spgemm import csr_spgemm_symbolic
+    from spgnn.backends import _validate
+    dense = sp.csr_array(np.ones((200, 200), dtype=np.float32))
+    ip, idx = dense.indptr.astype(np.int32), dense.indices.astype(np.int32)
+    narrow, wide = np.empty(201, np.int16), np.empty(201, np.int32)
+    assert csr_spgemm_symbolic(ip, idx, ip, idx, 200, True, 4, narrow) == -1
+    assert csr_spgemm_symbolic(ip, idx, ip, idx, 200, True, 4, wide) == 40000
+    np.testing.assert_array_equal(wide, np.arange(201) * 200)
+
+    first_guess = _validate.index_dtype_for
+    monkeypatch.setattr(_validate, "index_dtype_for", lambda nnz, dims, *p: (
+        np.dtype(np.int16) if nnz == 0 else first_guess(nnz, dims, *p)))
+    a = LocalCSR(ip, idx, dense.data, (200, 200))
+    c = get_backend("numba").spgemm(a, a, "plus_times")
+    assert c.index_dtype == np.int64 and c.nnz == 40000
+    np.testing.assert_array_equal(c.data, 200)
 
 
 def test_spgemm_keeps_structural_zeros(be):
