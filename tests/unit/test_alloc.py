@@ -117,3 +117,39 @@ def test_empty_shapes():
     assert y.shape == (BIG // 64, 16) and y.flags.c_contiguous
     assert _alloc.empty(0, np.float32).shape == (0,)
     assert _alloc.empty((3, 0), np.float64).shape == (3, 0)
+
+
+def test_concurrent_requests_never_share_a_live_buffer():
+    """Threads allocating, filling, checking and freeing at once (the weakref
+    callbacks then run in every thread, some while another holds the lock):
+    no buffer is ever handed out while an array still uses it."""
+    import threading
+
+    n = BIG // 4
+    errors = []
+
+    def work(tag):
+        rng = np.random.default_rng(tag)
+        kept = []  # live arrays with the value they must still hold
+        try:
+            for step in range(60):
+                value = tag * 1000 + step
+                a, b = _alloc.empty_arrays((int(rng.integers(n, 3 * n)), np.int32),
+                                           (int(rng.integers(1, n)), np.float32))
+                a[:] = value
+                b[:] = value
+                kept.append((value, a, b))
+                if any(not ((x == v).all() and (y == v).all()) for v, x, y in kept):
+                    errors.append((tag, step))
+                if len(kept) > 3:
+                    kept.pop(0)
+        except Exception as exc:  # reported below: a thread's exception is otherwise lost
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert _alloc.cached_bytes() <= _alloc.CACHE_MAX_BYTES
