@@ -192,6 +192,13 @@ def test_spgemm_equals_reference(be, semiring, inputs):
     np.testing.assert_array_equal(c.indices, expected_cols)
 
 
+def _spread_columns(b, stride):
+    """``b`` with column ``j`` moved to ``j * stride`` (same pattern, wider matrix)."""
+    ncols = (b.shape[1] - 1) * stride + 1 if b.shape[1] else 0
+    return LocalCSR(b.indptr, (b.indices * stride).astype(b.index_dtype), b.data,
+                    (b.shape[0], ncols))
+
+
 @pytest.mark.parametrize("semiring", SEMIRING_NAMES)
 @given(inputs=spgemm_inputs(), stride=st.sampled_from([1, 2**15 + 3]))
 def test_spgemm_row_paths_agree(be, semiring, inputs, stride):
@@ -202,9 +209,7 @@ def test_spgemm_row_paths_agree(be, semiring, inputs, stride):
     # same pattern with the columns mapped, bit-identical values (every path
     # reduces terms in storage order).
     a, b = inputs
-    ncols = (b.shape[1] - 1) * stride + 1 if b.shape[1] else 0
-    wide = LocalCSR(b.indptr, (b.indices * stride).astype(b.index_dtype), b.data,
-                    (b.shape[0], ncols))
+    wide = _spread_columns(b, stride)
     narrow_indptr = be.spgemm_symbolic(a, b)
     np.testing.assert_array_equal(be.spgemm_symbolic(a, wide), narrow_indptr)
     c = be.spgemm_numeric(a, wide, narrow_indptr, semiring)
@@ -249,14 +254,14 @@ def short_row_products(draw):
 def test_spgemm_merge_path(be, semiring, inputs, stride):
     """Rows of ``A`` with two nonzeros over a canonical ``B`` are merged (no
     marker, no sort).  Same result as the reference, and exactly the values of
-    the other paths (same reduction order): appending one unsorted row to ``B`` (that ``A`` never uses)
-    makes ``B`` non-canonical and turns the merge off.  ``stride`` spreads
-    ``B``'s columns past ``MARKER_MAX_COLS`` (the ESC/dense regime)."""
+    the other paths (same reduction order): appending one unsorted row to
+    ``B`` (that ``A`` never uses) makes ``B`` non-canonical and turns the merge
+    off.  ``stride`` spreads ``B``'s columns past ``MARKER_MAX_COLS`` (the
+    ESC/dense regime)."""
     a, b = inputs
     s = get_semiring(semiring)
-    ncols = (b.shape[1] - 1) * stride + 1
-    b = LocalCSR(b.indptr, (b.indices * stride).astype(b.index_dtype), b.data,
-                 (b.shape[0], ncols))
+    b = _spread_columns(b, stride)
+    ncols = b.shape[1]
     c, r = be.spgemm(a, b, s), get_backend(REF).spgemm(a, b, s)
     np.testing.assert_array_equal(be.spgemm_symbolic(a, b), r.indptr)
     assert c.index_dtype == r.index_dtype and c.dtype == r.dtype
