@@ -215,7 +215,7 @@ def _merge_count(idx, p, hp, q, hq):
 @numba.njit(cache=True, nogil=True, inline="always")
 def _merge_fill(idx, val, p, hp, ap, q, hq, aq, add_op, mul_op, one, pos, end,
                 out_indices, out_data):
-    """Merge two strictly increasing rows of ``B`` scaled by ``ap`` and ``aq`` into ``out[pos:end]``.
+    """Merge two strictly increasing rows of ``B``, scaled by ``ap``, ``aq``, into ``out[pos:end]``.
 
     Row ``idx[p:hp]`` is the earlier term in storage order: on equal columns
     the result is ``(ap (x) b_p) (+) (aq (x) b_q)``, as on every other path.

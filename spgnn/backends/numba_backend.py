@@ -98,7 +98,10 @@ def _spgemm_work(k, a, b):
 
 
 def _canonical(k, b):
-    """Every row of ``B`` strictly increasing: enables the SpGEMM merge path (serial, O(nnz + rows))."""
+    """Every row of ``B`` strictly increasing: enables the SpGEMM merge path.
+
+    Serial, O(nnz + rows).
+    """
     return bool(k["spgemm"].rows_strictly_increasing(b.indptr, b.indices))
 
 
@@ -227,7 +230,7 @@ class NumbaBackend(Backend):
                                      _canonical(k, b))[0]
 
     def _spgemm_symbolic(self, k, a, b, dtype, work, canonical):
-        """``(indptr, nnz)`` with ``indptr`` in ``dtype``; ``nnz`` is -1 when it overflows ``dtype``."""
+        """``(indptr, nnz)``, ``indptr`` in ``dtype``; ``nnz`` is -1 if it overflows ``dtype``."""
         idt = _common_index(a.indices, b.indices)
         out_indptr = np.empty(a.shape[0] + 1, dtype=dtype)
         with _threads(k, work):
