@@ -10,6 +10,8 @@ Pure numba, no spgnn imports (this package is installed as
 ``spgnn._kernels.numba``).
 """
 
+import platform
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -20,8 +22,9 @@ __all__ = [
     "ADD_PLUS", "ADD_MIN", "ADD_MAX", "ADD_TIMES",
     "MUL_TIMES", "MUL_PLUS", "MUL_FIRST", "MUL_SECOND", "MUL_PAIR",
     "ADD_CODES", "MUL_CODES", "semiring_add", "semiring_mul", "row_partition", "clamp_parts",
-    "atomic_fetch_add", "emit_prefetch", "prefetch_row", "prefetch_at", "chunk_count",
-    "PREFETCH_BYTES", "PREFETCH_DIST",
+    "atomic_fetch_add", "emit_prefetch", "emit_prefetch_span", "prefetch_row", "prefetch_at",
+    "chunk_count", "CACHE_LINE", "PREFETCH_BYTES", "PREFETCH_DIST", "atomic_load", "spin_pause",
+    "wait_for_chunks", "SPIN_PAUSES",
 ]
 
 #: SDDMM prefetches the row of ``Y`` needed ``PREFETCH_DIST`` nonzeros ahead
@@ -161,6 +164,71 @@ def atomic_fetch_add(typingctx, arr, idx, val):
     return arr.dtype(arr, idx, val), codegen
 
 
+@intrinsic
+def atomic_load(typingctx, arr, idx):
+    """``arr[idx]`` read atomically (``monotonic``): a load the compiler may not hoist
+    out of a polling loop.  ``arr`` is a 1-D integer array, ``idx`` is trusted."""
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [idx], wraparound=False)
+        return builder.load_atomic(ptr, "monotonic", aryty.dtype.bitwidth // 8)
+    return arr.dtype(arr, idx), codegen
+
+
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
+
+
+@intrinsic
+def spin_pause(typingctx):
+    """The CPU's spin-wait hint (``pause`` on x86; nothing elsewhere)."""
+    def codegen(context, builder, sig, args):
+        if _X86:
+            fn = cgutils.get_or_insert_function(builder.module,
+                                                ir.FunctionType(ir.VoidType(), []),
+                                                "llvm.x86.sse2.pause")
+            builder.call(fn, [])
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+#: How many spin-wait hints (``pause``: 25 ns each on the benchmark's Zen 4,
+#: so ~100 us; ~40 ns on recent Intel cores) the calling thread of a parallel
+#: kernel spends waiting for the other threads' last chunks before it leaves
+#: them to OpenMP's barrier (see :func:`wait_for_chunks`).
+SPIN_PAUSES = 4000
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def wait_for_chunks(done, nchunks):
+    """Spin, at most :data:`SPIN_PAUSES` times, until ``done[0] >= nchunks``; returns ``done[0]``.
+
+    Why: a parallel region ends at OpenMP's barrier, and with passive
+    waiting (``OMP_WAIT_POLICY=passive``, or once libgomp's spin count is
+    used up) a thread that arrives there first *sleeps*: the calling thread,
+    if it runs out of chunks first, returns only a whole wake-up (40-60 us
+    on the benchmark VM, measured on an empty region) after the other
+    thread's last chunk.  Worker ``0`` of the dynamic scheduler runs on the
+    calling thread (OpenMP's static split gives iteration 0 to thread 0);
+    spinning there until every chunk is done makes it arrive last, so it
+    never sleeps, and the threads that do sleep are off the critical path.
+    Measured on luxembourg SpMM f = 16 (0.37 ms): 1.06-1.10x.  Bounded, so
+    that an oversubscribed machine (the thread we wait for descheduled)
+    costs at most ~100 us of busy waiting.  Only timing depends on it: the
+    barrier still orders every write.  It cannot deadlock whichever thread
+    runs worker 0: every chunk counted as taken is being worked on by a
+    thread that is not spinning.
+    """
+    seen = atomic_load(done, 0)
+    k = 0
+    while seen < nchunks and k < SPIN_PAUSES:
+        spin_pause()
+        seen = atomic_load(done, 0)
+        k += 1
+    return seen
+
+
 def emit_prefetch(builder, ptr):
     """Emit ``llvm.prefetch`` (read, keep in all cache levels) of the address ``ptr``."""
     i32 = ir.IntType(32)
@@ -168,6 +236,30 @@ def emit_prefetch(builder, ptr):
     fnty = ir.FunctionType(ir.VoidType(), [vp, i32, i32, i32])
     fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
     builder.call(fn, [builder.bitcast(ptr, vp), i32(0), i32(3), i32(1)])
+
+
+#: Bytes per cache line (x86-64, and the line a prefetch brings in).
+CACHE_LINE = 64
+
+
+def emit_prefetch_span(builder, ptr, nbytes):
+    """Prefetch every cache line that ``[ptr, ptr + nbytes)`` touches (``nbytes``: a Python int).
+
+    A prefetch brings in one line; a column block of a gathered row of
+    SpMM's ``x`` spans several (256 bytes at 64 float32).  Leaving all but
+    the first line to the hardware prefetcher measured 5-19 % slower at
+    f = 64 and 256 (luxembourg, slashdot, rmat:18); a row found at a random
+    address is not a stream the hardware has seen.  ``ptr`` need not be
+    line-aligned (rows of ``x`` are only element-aligned), hence the extra
+    prefetch of the last byte.  The lines are emitted unrolled.
+    """
+    i8p = ir.PointerType(ir.IntType(8))
+    first = builder.bitcast(ptr, i8p)
+    offsets = list(range(0, nbytes, CACHE_LINE))
+    if nbytes > CACHE_LINE:
+        offsets.append(nbytes - 1)
+    for off in offsets:
+        emit_prefetch(builder, builder.gep(first, [ir.Constant(ir.IntType(64), off)]))
 
 
 def _prefetch_codegen(context, builder, sig, args):
@@ -187,12 +279,14 @@ def prefetch_row(typingctx, arr, row):
     """Software prefetch (``llvm.prefetch``, read, keep in all cache levels) of
     the first cache line of row ``row`` of a C-contiguous 2-D array.
 
-    SpMM gathers one row of ``X`` per nonzero at a random address: the
+    SDDMM gathers one row of ``Y`` per nonzero at a random address: the
     hardware prefetcher cannot guess it, but the kernel knows it
-    ``PREFETCH_DIST`` nonzeros ahead (``indices[e + dist]``).  Once the first
-    line of a row is requested, the hardware's next-line prefetcher streams
-    the rest of a long row.  A prefetch never faults, but ``row`` must still
-    be in range so that the address computation stays inside the array.
+    ``PREFETCH_DIST`` nonzeros ahead (``indices[e + dist]``).  Only the first
+    line: prefetching every line of a 256-byte row (as SpMM's register
+    blocks do, :func:`emit_prefetch_span`) measured 1.16-1.4x faster on
+    luxembourg but 1.2x slower on rmat:18 at d = 64.  A prefetch never
+    faults, but ``row`` must still be in range so that the address
+    computation stays inside the array.
     """
     return types.none(arr, row), _prefetch_codegen
 
@@ -223,6 +317,9 @@ def chunk_count(nparts, nrows):
     dynamic: chunks are balanced by ``nnz + rows`` but not by cache misses
     (hub rows hit, tail rows miss), and on a shared machine a thread that is
     descheduled for a while simply takes fewer chunks instead of making the
-    other one wait at the end.
+    other one wait at the end.  Each finished chunk is counted in a second
+    counter, and worker 0 (the calling thread) ends with
+    :func:`wait_for_chunks` on it, so that it never sleeps at the region's
+    barrier.
     """
     return clamp_parts(4 * nparts, nrows)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ._ops import (ADD_PLUS, MUL_TIMES, PREFETCH_BYTES, PREFETCH_DIST, atomic_fetch_add,
                    chunk_count, clamp_parts, prefetch_row, row_partition, semiring_add,
-                   semiring_mul)
+                   semiring_mul, wait_for_chunks)
 
 __all__ = ["csr_sddmm"]
 
@@ -59,6 +59,7 @@ def csr_sddmm(indptr, indices, data, x, y, add_op, mul_op, identity, nparts, out
     # the rows of y are gathered like X's in SpMM: prefetch when y is big
     dist = PREFETCH_DIST if y.shape[0] * d * y.itemsize > PREFETCH_BYTES else 0
     counter = np.zeros(1, dtype=np.int64)
+    done = np.zeros(1, dtype=np.int64)
     for w in numba.prange(nparts):
         while True:
             p = atomic_fetch_add(counter, 0, 1)
@@ -79,3 +80,6 @@ def csr_sddmm(indptr, indices, data, x, y, add_op, mul_op, identity, nparts, out
                             acc = semiring_add(add_op, acc,
                                                semiring_mul(mul_op, x[i, k], y[j, k], one))
                     out_data[e] = semiring_mul(mul_op, data[e], acc, one)
+            atomic_fetch_add(done, 0, 1)
+        if w == 0:
+            wait_for_chunks(done, nchunks)

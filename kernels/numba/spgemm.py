@@ -57,7 +57,7 @@ import numba
 import numpy as np
 
 from ._ops import (ADD_PLUS, MUL_TIMES, atomic_fetch_add, chunk_count, clamp_parts,
-                   prefetch_at, row_partition, semiring_add, semiring_mul)
+                   prefetch_at, row_partition, semiring_add, semiring_mul, wait_for_chunks)
 from .simd import copy_row_times
 
 __all__ = ["csr_spgemm_symbolic", "csr_spgemm_numeric", "csr_spgemm_onehot", "selection_indptr",
@@ -343,6 +343,7 @@ def csr_spgemm_symbolic(a_indptr, a_indices, b_indptr, b_indices, b_ncols, b_can
     # for markers too large to zero per call or to keep in cache.
     short_by_marker = _column_map_is_cheap(a_indptr, b_ncols)
     counter = np.zeros(1, dtype=np.int64)
+    done = np.zeros(1, dtype=np.int64)
     for w in numba.prange(nparts):
         marker = _zeros_i32(0)
         tag = 0
@@ -398,6 +399,9 @@ def csr_spgemm_symbolic(a_indptr, a_indices, b_indptr, b_indices, b_ncols, b_can
                     tag = _next_tag(tag, marker)
                     out_indptr[i + 1] = _count_marked(a_indptr, a_indices, b_indptr, b_indices,
                                                       marker, np.int32(tag), i)
+            atomic_fetch_add(done, 0, 1)
+        if w == 0:
+            wait_for_chunks(done, nchunks)
     # prefix sum: serial, O(m), negligible next to the products; the total is
     # kept in int64 so an int32 ``out_indptr`` that overflows is detected
     limit = np.int64(np.iinfo(out_indptr.dtype).max)
@@ -456,6 +460,7 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
     nchunks = chunk_count(nparts, m)
     bounds = row_partition(a_indptr, nchunks)
     counter = np.zeros(1, dtype=np.int64)
+    done = np.zeros(1, dtype=np.int64)
     zero = out_data.dtype.type(0)
     # plus_times: keep the dense accumulator all-zero between rows, so the
     # first term needs no special case and the accumulation is branch-free
@@ -609,7 +614,10 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
                         out_data[q] = acc[out_indices[q]]
                         if pt:
                             acc[out_indices[q]] = zero
+            atomic_fetch_add(done, 0, 1)
         bad_rows += bad
+        if w == 0:
+            wait_for_chunks(done, nchunks)
     return bad_rows
 
 
@@ -677,6 +685,7 @@ def csr_spgemm_onehot(a_indices, a_data, b_indptr, b_indices, b_data, mul_op, np
     nchunks = chunk_count(nparts, m)
     bounds = row_partition(out_indptr, nchunks)
     counter = np.zeros(1, dtype=np.int64)
+    done = np.zeros(1, dtype=np.int64)
     unsorted_rows = 0
     for w in numba.prange(nparts):
         bad = 0
@@ -720,5 +729,8 @@ def csr_spgemm_onehot(a_indices, a_data, b_indptr, b_indices, b_data, mul_op, np
                     out_data[dst + q] = semiring_mul(mul_op, av, b_data[src + q], one)
                 if unordered:
                     bad += 1
+            atomic_fetch_add(done, 0, 1)
         unsorted_rows += bad
+        if w == 0:
+            wait_for_chunks(done, nchunks)
     return unsorted_rows

@@ -431,3 +431,61 @@ def test_spgemm_work_estimate_is_exact_below_the_cap():
     assert spgemm_work_at_least(a.indptr, a.indices, b.indptr, 8, exact) == exact
     assert spgemm_work_at_least(a.indptr, a.indices, b.indptr, 8, exact - 1) == exact - 1
     assert spgemm_work_at_least(a.indptr, a.indices, b.indptr, 8, 5) == 5    # rows alone reach it
+
+
+@pytest.mark.skipif("numba" not in BACKENDS, reason="numba backend unavailable")
+def test_wait_for_chunks_returns_when_done_and_is_bounded():
+    from spgnn._kernels.numba._ops import SPIN_PAUSES, atomic_load, wait_for_chunks
+    import numba
+
+    @numba.njit
+    def load(a, i):
+        return atomic_load(a, i)
+
+    done = np.array([3, 7], dtype=np.int64)
+    assert load(done, 1) == 7
+    assert wait_for_chunks(done, 3) == 3          # already done: no spin
+    assert wait_for_chunks(done, 2) == 3
+    # never done (nobody else counts): gives up after SPIN_PAUSES, value unchanged
+    assert SPIN_PAUSES > 0
+    assert wait_for_chunks(done, 4) == 3
+
+
+@pytest.mark.skipif("numba" not in BACKENDS, reason="numba backend unavailable")
+@pytest.mark.parametrize("kernel", ["spmm", "max_second", "sddmm", "spgemm"])
+def test_parallel_kernels_with_every_thread_and_many_chunks(kernel, monkeypatch):
+    """The dynamic-scheduler kernels equal scipy when small calls are *not* run
+    serially (SERIAL_WORK = 0): all threads take chunks and worker 0 waits
+    for the others' last ones (``_ops.wait_for_chunks``)."""
+    from spgnn.backends import numba_backend
+
+    monkeypatch.setattr(numba_backend, "SERIAL_WORK", 0)
+    be = get_backend("numba")
+    rng = np.random.default_rng(5)
+    a = sp.random_array((257, 190), density=0.05, rng=rng, format="csr", dtype=np.float32)
+    la = LocalCSR(a.indptr, a.indices, a.data, a.shape)
+    if kernel in ("spmm", "max_second"):
+        x = rng.random((190, 33), dtype=np.float32)
+        got = be.spmm(la, x, "plus_times" if kernel == "spmm" else "max_second")
+        if kernel == "spmm":
+            ref = a @ x
+        else:
+            ref = np.full((257, 33), -np.inf, dtype=np.float32)
+            for i in range(257):
+                cols = a.indices[a.indptr[i]:a.indptr[i + 1]]
+                if cols.size:
+                    ref[i] = x[cols].max(axis=0)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+    elif kernel == "sddmm":
+        x = rng.random((257, 9), dtype=np.float32)
+        y = rng.random((190, 9), dtype=np.float32)
+        got = be.sddmm(la, x, y, "plus_times")
+        rows = np.repeat(np.arange(257), np.diff(a.indptr))
+        expected = a.data * np.einsum("ek,ek->e", x[rows], y[a.indices])
+        np.testing.assert_allclose(got.data, expected, rtol=1e-5)
+    else:
+        b = sp.random_array((190, 150), density=0.05, rng=rng, format="csr", dtype=np.float32)
+        lb = LocalCSR(b.indptr, b.indices, b.data, b.shape)
+        got = be.spgemm(la, lb, "plus_times")
+        dense = sp.csr_array((got.data, got.indices, got.indptr), shape=got.shape).toarray()
+        np.testing.assert_allclose(dense, (a @ b).toarray(), rtol=1e-5, atol=1e-6)
