@@ -56,7 +56,8 @@ def test_spmm_records(report):
         assert set(r["times_s"]) == {"spgnn", "scipy", "torch_csr", "graphblas"}
         assert set(r["speedup_vs"]) == {"scipy", "torch_csr", "graphblas"}
         assert r["model_bytes"] == r["nnz"] * (4 * r["f"] + 8) + r["m"] * r["f"] * 4
-        assert r["fraction_of_bound"] > 0
+        assert r["triad_gbs"] > 0
+        assert r["fraction_of_bound"] == pytest.approx(r["spgnn_model_gbs"] / r["triad_gbs"])
 
 
 def test_semiring_spmm_records(report):
@@ -79,6 +80,7 @@ def test_sddmm_spgemm_locality_records(report):
         assert set(r["times_s"]) == {"spgnn", "scipy", "graphblas"}
     (loc,) = report["locality"]
     assert set(loc["orders"]) >= {"original", "rcm", "degree"}
+    assert loc["triad_gbs"] > 0
     for order in loc["orders"].values():
         assert order["time_s"] > 0 and order["fraction_of_bound"] > 0
     for name in ("spmm", "sddmm", "spgemm", "spgemm_selection"):

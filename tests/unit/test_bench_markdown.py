@@ -11,7 +11,8 @@ SCRIPT = REPO_ROOT / "benchmarks" / "bench_kernels.py"
 
 def _report():
     spmm = {"graph": "g", "f": 16, "times_s": {"spgnn": 0.001, "scipy": 0.003},
-            "speedup_vs": {"scipy": 3.0}, "spgnn_model_gbs": 12.5, "fraction_of_bound": 0.5}
+            "speedup_vs": {"scipy": 3.0}, "spgnn_model_gbs": 12.5, "triad_gbs": 25.0,
+            "fraction_of_bound": 0.5}
     sddmm = {"graph": "g", "f": 64, "times_s": {"spgnn": 0.002, "numpy_gather": 0.02},
              "best_alternative": "numpy_gather", "speedup_vs_best": 10.0}
     spgemm = {"graph": "g", "kind": "Q·A", "flops": 1000, "nnz_c": 900,
@@ -34,7 +35,7 @@ def test_markdown_tables_from_a_saved_report(tmp_path):
                           capture_output=True, text=True, timeout=120, cwd=str(REPO_ROOT))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert "| g | 16 | 1 | 3 | nan | nan | nanx | 3.00x | 12.5 | 0.50 |" in lines
+    assert "| g | 16 | 1 | 3 | nan | nan | nanx | 3.00x | 12.5 | 25.0 | 0.50 |" in lines
     assert "| g | 64 | max_second | 2 | 5 | 10 | 2.50x | 5.00x |" in lines
     assert "| g | 64 | 2 | nan | 20 | 10.00x (numpy_gather) |" in lines
     assert "| g | Q·A | 1.00e+03 | 9.00e+02 | 0.5 | 1 | 0.4 | 0.80x | 2.00x |" in lines
