@@ -38,7 +38,7 @@ from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
 from ._ops import (ADD_MAX, ADD_MIN, ADD_PLUS, MUL_FIRST, MUL_PAIR, MUL_PLUS, MUL_SECOND,
-                   MUL_TIMES, emit_prefetch_span)
+                   MUL_TIMES, emit_prefetch_span, rolled_loop)
 
 __all__ = ["rows_block_64", "rows_block_32", "rows_block_16", "rows_block_8",
            "rows_block_4", "rows_block_2", "rows_block_1", "SEMIRING_WIDTHS", "REGISTER_SEMIRINGS",
@@ -125,10 +125,11 @@ class _RowBlocks:
             b.store(new, acc)
 
         b.store(ir.Constant(vec_t, [_IDENTITY[add]] * width), acc)
-        with cgutils.for_range_slice(b, lo, mid, self.one, inc=True) as (e, _):
+        # a row's nonzeros: few on most graphs, so the loops stay rolled (_ops.rolled_loop)
+        with rolled_loop(b, lo, mid) as e:
             emit_prefetch_span(b, self._x_block(b.add(e, dist), col0), width * self.align)
             term(e)
-        with cgutils.for_range_slice(b, mid, hi, self.one, inc=True) as (e, _):
+        with rolled_loop(b, mid, hi) as e:
             term(e)
         out_ptr = b.bitcast(cgutils.get_item_pointer(self.context, b, self.types[4],
                                                      self.arrays[4], [i, col0], wraparound=False),
