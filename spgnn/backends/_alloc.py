@@ -55,8 +55,8 @@ CACHE_MAX_BYTES = 256 << 20
 #: output the kernel benchmark makes, SpMM of a 114 k-row graph at f = 256,
 #: is 117 MB).
 CACHE_MAX_BUFFER = 128 << 20
-#: Each array starts on a cache line (64 bytes; a multiple of every dtype's
-#: alignment).
+#: Each array carved from a buffer starts on a cache line (64 bytes; a
+#: multiple of every dtype's alignment).
 _ALIGN = 64
 
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
@@ -173,8 +173,9 @@ def empty_arrays(*specs):
     When the total reaches :data:`HUGE_MIN_BYTES` on a platform with
     ``MADV_HUGEPAGE``, the buffer comes from the cache of freed buffers or
     is a new huge-page mapping (see the module docstring); otherwise each
-    array is one ``np.empty``.  Each array is C-contiguous and 64-byte
-    aligned.  Local, not collective; thread-safe.
+    array is one ``np.empty``.  Each array is C-contiguous; those carved from
+    a buffer are 64-byte aligned (an ``np.empty`` is only guaranteed 16
+    bytes).  Local, not collective; thread-safe.
     """
     specs = [(int(n), np.dtype(dt)) for n, dt in specs]
     offsets, total = [], 0
