@@ -55,8 +55,12 @@ CACHE_MAX_BYTES = 256 << 20
 #: output the kernel benchmark makes, SpMM of a 114 k-row graph at f = 256,
 #: is 117 MB).
 CACHE_MAX_BUFFER = 128 << 20
-#: Each array carved from a buffer starts on a cache line (64 bytes; a
-#: multiple of every dtype's alignment).
+#: Each array starts on a cache line (64 bytes; a multiple of every dtype's
+#: alignment).  Why: outputs become the dense operands of later kernels, and
+#: numpy aligns only to 16 bytes (a large array starts 16 bytes past a page,
+#: after glibc's chunk header), so a 64-byte row of such an ``x`` spans two
+#: lines; SpMM gathering them measured 1.04-1.28x slower at f = 16 and 64
+#: (kernels/README.md).
 _ALIGN = 64
 
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
@@ -167,15 +171,24 @@ def _buffer(nbytes):
     return view
 
 
+def _aligned_numpy(n, dtype):
+    """An uninitialised numpy array of ``n`` items of ``dtype`` starting on a 64-byte boundary."""
+    nbytes = n * dtype.itemsize
+    raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
+    start = -raw.ctypes.data % _ALIGN
+    return raw[start:start + nbytes].view(dtype)
+
+
 def empty_arrays(*specs):
     """Uninitialised 1-D arrays, one per ``(length, dtype)`` in ``specs``, sharing one buffer.
 
     When the total reaches :data:`HUGE_MIN_BYTES` on a platform with
     ``MADV_HUGEPAGE``, the buffer comes from the cache of freed buffers or
     is a new huge-page mapping (see the module docstring); otherwise each
-    array is one ``np.empty``.  Each array is C-contiguous; those carved from
-    a buffer are 64-byte aligned (an ``np.empty`` is only guaranteed 16
-    bytes).  Local, not collective; thread-safe.
+    array is a plain numpy allocation.  Each array is C-contiguous and
+    starts on a 64-byte boundary (numpy alone guarantees 16 bytes; see
+    :data:`_ALIGN`), except that an empty one has no address to align.
+    Local, not collective; thread-safe.
     """
     specs = [(int(n), np.dtype(dt)) for n, dt in specs]
     offsets, total = [], 0
@@ -184,7 +197,7 @@ def empty_arrays(*specs):
         offsets.append(total)
         total += n * dt.itemsize
     if total < HUGE_MIN_BYTES or _MADV_HUGEPAGE is None or _MAP_ANONYMOUS is None:
-        return [np.empty(n, dtype=dt) for n, dt in specs]
+        return [_aligned_numpy(n, dt) for n, dt in specs]
     buf = _buffer(total)
     return [buf[o:o + n * dt.itemsize].view(dt) for o, (n, dt) in zip(offsets, specs)]
 

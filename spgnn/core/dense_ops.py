@@ -69,7 +69,7 @@ def matmul(H, W):
     replicated = Layout()
     if (H.layout.replace(row_splits=None, col_splits=None) == replicated
             and W.layout.replace(row_splits=None, col_splits=None) == replicated):
-        return DistDenseMatrix(H.local @ W.local, (H.shape[0], W.shape[1]), grid, replicated,
+        return DistDenseMatrix(be.matmul(H.local, W.local), (H.shape[0], W.shape[1]), grid, replicated,
                                backend=be)
     roles = _roles(H, W)
     if roles is None:
@@ -89,7 +89,7 @@ def matmul(H, W):
 
         w_local = gather_depth(grid, w_local, d, be, "matmul-3d:allgather",
                                depth_counts(W.layout, grid, W.shape[0], i, d))
-    q = H.local @ w_local
+    q = be.matmul(H.local, w_local)
     comm_i = grid.comm(i)
     if comm_i.size > 1:
         host = np.ascontiguousarray(be.to_host(q))

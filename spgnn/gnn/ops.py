@@ -199,7 +199,7 @@ class GraphContext:
         if not self.is_3d:
             if isinstance(H, SparseBackedMatrix):       # sparse features: O(nnz * m)
                 return H.like(H.matmul_local(W.value), shape=(H.shape[0], W.shape[1]))
-            return H.like(H.local @ W.value, shape=(H.shape[0], W.shape[1]))
+            return H.like(H.backend.matmul(H.local, W.value), shape=(H.shape[0], W.shape[1]))
         return dense_matmul(H, W.as_dist(H.backend))
 
     def _full_weight_block(self, W):
@@ -223,7 +223,7 @@ class GraphContext:
                                     f"fit W.shape={W.shape}")
         W._require_placed("matmul_transpose")
         if not self.is_3d:
-            return G.like(G.local @ W.value.T, shape=(G.shape[0], W.shape[0]))
+            return G.like(G.backend.matmul(G.local, W.value.T), shape=(G.shape[0], W.shape[0]))
         full, c, csplits = self._full_weight_block(W)
         t = W.layout.cols[0]
         wt = DistDenseMatrix(np.ascontiguousarray(full.T), (W.shape[1], W.shape[0]), self.grid,

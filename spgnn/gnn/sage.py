@@ -250,7 +250,7 @@ class SAGEConv:
         self._cache = None
         if not need_input_grad:
             return None
-        d_src = np.asarray(op.aggregate_t(d_out @ w_neigh.T))
+        d_src = np.asarray(op.aggregate_t(op.backend.matmul(d_out, w_neigh.T)))
         # the root term: row r of d_out flows to column self_index[r]
         np.add.at(d_src, op.self_index, d_out @ w_self.T)
         return d_src

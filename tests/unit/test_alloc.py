@@ -26,10 +26,22 @@ def _span(arr):
     return start, start + arr.nbytes
 
 
-def test_small_requests_are_plain_numpy():
-    a, b = _alloc.empty_arrays((10, np.int32), (10, np.float64))
-    assert a.flags.owndata and b.flags.owndata
-    assert a.dtype == np.int32 and b.shape == (10,)
+def test_small_requests_are_aligned_numpy_arrays_of_their_own():
+    """Below HUGE_MIN_BYTES: one numpy allocation per array, each starting on
+    a 64-byte line (numpy alone guarantees 16), none overlapping."""
+    for _ in range(20):                     # numpy's own offset varies between calls
+        a, b, c = _alloc.empty_arrays((10, np.int32), (3, np.float64), (0, np.float32))
+        assert (a.dtype, b.dtype, c.dtype) == (np.int32, np.float64, np.float32)
+        assert (a.shape, b.shape, c.shape) == ((10,), (3,), (0,))
+        for arr in (a, b, c):
+            assert arr.flags.c_contiguous and arr.flags.writeable
+        assert a.ctypes.data % 64 == 0 and b.ctypes.data % 64 == 0   # (c has no bytes to align)
+        assert a.base is not b.base
+        a[:] = 1
+        b[:] = 2.5
+        assert (a == 1).all() and (b == 2.5).all()
+    m = _alloc.empty((7, 5), np.float32)
+    assert m.shape == (7, 5) and m.flags.c_contiguous and m.ctypes.data % 64 == 0
 
 
 def test_large_request_layout():

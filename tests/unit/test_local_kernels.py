@@ -451,6 +451,25 @@ def test_wait_for_chunks_returns_when_done_and_is_bounded():
     assert wait_for_chunks(done, 4) == 3
 
 
+@pytest.mark.parametrize("shape", [(37, 5, 16), (1, 1, 1), (200, 64, 64), (6, 0, 3), (0, 4, 2)])
+@pytest.mark.parametrize("dtypes", [(np.float32, np.float32), (np.float64, np.float64),
+                                    (np.float32, np.float64)])
+def test_backend_matmul_is_numpys_product_in_an_aligned_array(be, shape, dtypes):
+    """``Backend.matmul`` (a GCN layer's ``H W``, the next SpMM's x): the same
+    bits as ``a @ b``, b transposed or not, in a 64-byte-aligned C array."""
+    m, k, n = shape
+    rng = np.random.default_rng(m * 31 + k)
+    a = rng.standard_normal((m, k)).astype(dtypes[0])
+    b = rng.standard_normal((k, n)).astype(dtypes[1])
+    for rhs in (b, np.ascontiguousarray(b.T).T):
+        got = be.matmul(a, rhs)
+        want = a @ rhs
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.flags.c_contiguous
+        assert got.size == 0 or got.ctypes.data % 64 == 0     # (no address to align when empty)
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.skipif("numba" not in BACKENDS, reason="numba backend unavailable")
 def test_rolled_loop_runs_every_trip_count_and_is_not_unrolled():
     """``_ops.rolled_loop`` (SpMM's loop over a row's nonzeros) sums exactly
