@@ -78,9 +78,9 @@ class Backend(ABC):
         """Dense ``a @ b`` of two 2-D host arrays into a new 64-byte-aligned array. Local.
 
         Why not ``a @ b``: the product is usually the ``x`` of the next SpMM
-        (a GCN layer's ``H W``), which gathers its rows, and numpy starts an
-        array 16 bytes past a cache line, so a 64-byte row spans two lines
-        (SpMM 1.04-1.28x slower at f = 16 and 64, kernels/README.md).  Same
+        (a GCN layer's ``H W``), which gathers its rows, and numpy aligns
+        only to 16 bytes, so a 64-byte row may span two cache lines (SpMM
+        1.04-1.28x slower at f = 16 and 64, kernels/README.md).  Same
         values as ``a @ b`` (the same BLAS call, another output address).
         A device backend overrides it.
         """

@@ -69,8 +69,8 @@ def matmul(H, W):
     replicated = Layout()
     if (H.layout.replace(row_splits=None, col_splits=None) == replicated
             and W.layout.replace(row_splits=None, col_splits=None) == replicated):
-        return DistDenseMatrix(be.matmul(H.local, W.local), (H.shape[0], W.shape[1]), grid, replicated,
-                               backend=be)
+        return DistDenseMatrix(be.matmul(H.local, W.local), (H.shape[0], W.shape[1]), grid,
+                               replicated, backend=be)
     roles = _roles(H, W)
     if roles is None:
         raise LayoutMismatch(f"matmul: unsupported layouts H.layout={H.layout!r}, "
