@@ -37,6 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from spgnn import errors as _errors
+from spgnn.backends._alloc import empty as _received
 from spgnn.comm.stats import CommEvent, Ledger, block_size, model_allgather, model_allreduce
 from spgnn.comm.transport import REDUCE_OPS, Transport
 from spgnn.errors import DimensionMismatch, DTypeError, RemoteError
@@ -612,7 +613,7 @@ class Communicator:
 
         r_el = rc * rowsize
         r_dis = _exclusive_cumsum(r_el)
-        out = np.empty((int(rc.sum()),) + rowshape, dtype=a.dtype)
+        out = _received((int(rc.sum()),) + rowshape, a.dtype)  # 64-byte aligned, see transport
         sflat, rflat = a.reshape(-1), out.reshape(-1)
         others = [j for j in range(p) if j != r]
         sent = int(s_el[others].sum()) * w

@@ -12,7 +12,11 @@ implementations exist:
 
 Conventions shared by both: buffers are C-contiguous numpy arrays, counts and
 displacements are in ELEMENTS of the buffer's dtype, and the reduction ``op``
-is one of :data:`REDUCE_OPS`.
+is one of :data:`REDUCE_OPS`.  Arrays a transport allocates for what it
+receives come from the kernels' allocator (:func:`spgnn.backends.empty_output`):
+they start on a 64-byte cache line, because they are often the dense operand
+of the next SpMM, whose rows of 16 float32 would otherwise straddle two lines
+(numpy aligns to 16 bytes; kernels/README.md measures the difference).
 
 ``mpi4py`` is imported lazily (inside :class:`MPITransport`) so that
 ``import spgnn`` never initialises MPI.
@@ -30,6 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from spgnn.backends._alloc import empty as _received
 from spgnn.errors import DimensionMismatch, SpgnnError
 
 __all__ = [
@@ -204,7 +209,7 @@ class MPITransport(Transport):
         self.comm.Barrier()
 
     def allreduce(self, sendbuf, op):
-        out = np.empty_like(sendbuf)
+        out = _received(sendbuf.shape, sendbuf.dtype)
         dt = self._dt(sendbuf)
         self.comm.Allreduce([sendbuf, dt], [out, dt], op=self._ops[op])
         return out
@@ -213,13 +218,13 @@ class MPITransport(Transport):
         counts = np.asarray(counts, dtype=np.int64)
         displs = np.zeros_like(counts)
         np.cumsum(counts[:-1], out=displs[1:])
-        out = np.empty(int(counts.sum()), dtype=sendbuf.dtype)
+        out = _received(int(counts.sum()), sendbuf.dtype)
         dt = self._dt(sendbuf)
         self.comm.Allgatherv([sendbuf, dt], [out, (counts, displs), dt])
         return out
 
     def alltoall(self, sendbuf):
-        out = np.empty_like(sendbuf)
+        out = _received(sendbuf.shape, sendbuf.dtype)
         dt = self._dt(sendbuf)
         self.comm.Alltoall([sendbuf, dt], [out, dt])
         return out
@@ -237,7 +242,7 @@ class MPITransport(Transport):
 
     def reduce_scatter(self, sendbuf, recvcounts, op):
         recvcounts = np.asarray(recvcounts, dtype=np.int64)
-        out = np.empty(int(recvcounts[self.rank]), dtype=sendbuf.dtype)
+        out = _received(int(recvcounts[self.rank]), sendbuf.dtype)
         dt = self._dt(sendbuf)
         self.comm.Reduce_scatter([sendbuf, dt], [out, dt], recvcounts=recvcounts,
                                  op=self._ops[op])
@@ -428,7 +433,9 @@ class LoopbackTransport(Transport):
         acc = parts[0].copy()
         for p in parts[1:]:  # fixed rank order: deterministic like MPI's
             acc = ufunc(acc, p)
-        return np.asarray(acc).astype(sendbuf.dtype, copy=False).reshape(sendbuf.shape)
+        out = _received(sendbuf.shape, sendbuf.dtype)
+        out[...] = np.asarray(acc).reshape(sendbuf.shape)
+        return out
 
     def allgatherv(self, sendbuf, counts):
         parts = self._exchange(np.array(sendbuf, copy=True).reshape(-1))
@@ -436,11 +443,15 @@ class LoopbackTransport(Transport):
             if p.size != int(c):
                 raise DimensionMismatch(
                     f"allgatherv: rank {j} sent {p.size} elements but counts[{j}]={int(c)}")
-        return np.concatenate(parts) if parts else np.empty(0, sendbuf.dtype)
+        out = _received(int(sum(p.size for p in parts)), sendbuf.dtype)
+        return np.concatenate(parts, out=out) if parts else out
 
     def alltoall(self, sendbuf):
         parts = self._exchange(np.array(sendbuf, copy=True))
-        return np.stack([p[self.rank] for p in parts]).reshape(sendbuf.shape)
+        out = _received(sendbuf.shape, sendbuf.dtype)
+        for j, p in enumerate(parts):
+            out[j] = p[self.rank]
+        return out
 
     def _alltoallv_now(self, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls):
         pieces = [np.array(sendbuf[int(d):int(d) + int(c)], copy=True)
@@ -468,7 +479,9 @@ class LoopbackTransport(Transport):
     def reduce_scatter(self, sendbuf, recvcounts, op):
         total = self.allreduce(sendbuf, op)
         start = int(np.sum(np.asarray(recvcounts[:self.rank], dtype=np.int64)))
-        return total[start:start + int(recvcounts[self.rank])].copy()
+        out = _received(int(recvcounts[self.rank]), sendbuf.dtype)
+        out[...] = total[start:start + out.shape[0]]
+        return out
 
     def bcast(self, buf, root):
         parts = self._exchange(np.array(buf, copy=True) if self.rank == root else None)

@@ -39,6 +39,7 @@ rows replicated over C when named explicitly.
 
 import numpy as np
 
+from ..backends import empty_output
 from ..errors import DimensionMismatch, LayoutMismatch
 from ..layout import Layout
 from .dist_dense import DistDenseMatrix
@@ -200,12 +201,17 @@ class ExchangePlan:
         return cls(send_rows, send_counts, req_counts, compact, max_rows)
 
     def exchange(self, comm, x_local, label="spmm-1d-aware:exchange"):
-        """Send the planned rows of ``x_local`` (host array); return ``[x_local; received]``."""
+        """Send the planned rows of ``x_local`` (host array); return ``[x_local; received]``.
+
+        The result is the next SpMM's dense operand, so it starts on a cache
+        line (:func:`~spgnn.backends.empty_output`; why: kernels/README.md).
+        """
         width = int(np.prod(x_local.shape[1:], dtype=np.int64))
         got = comm.alltoallv(np.ascontiguousarray(x_local[self.send_rows]), self.send_counts,
                              self.recv_counts, label=label,
                              split=self.max_rows * width > comm.max_count)
-        return np.concatenate([x_local, got], axis=0)
+        out = empty_output((x_local.shape[0] + got.shape[0],) + x_local.shape[1:], x_local.dtype)
+        return np.concatenate([x_local, got], axis=0, out=out)
 
 
 def _spmm_1d_aware(A, X, semiring):

@@ -54,6 +54,7 @@ paper's T_comm omits the all-reduce; the ledger records it (ring model,
 
 import numpy as np
 
+from ..backends import empty_output
 from ..errors import LayoutMismatch
 from ..layout import Layout, block_bounds
 from .dist_dense import DistDenseMatrix
@@ -237,7 +238,7 @@ def spmm_15d(A, X, semiring):
     xoff = X.layout.offsets(A.grid, X.shape[0], 0)
     xl = np.asarray(be.to_host(X.local))
     f = X.shape[1]
-    slab = np.empty((c1 - c0, f), dtype=xl.dtype)
+    slab = empty_output((c1 - c0, f), xl.dtype)  # the SpMM operand: cache-line aligned
     for q in range(len(xoff) - 1):            # stage t of Algorithm 2's outer loop
         a0, a1 = max(xoff[q], c0), min(xoff[q + 1], c1)
         if a1 <= a0:

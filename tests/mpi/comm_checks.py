@@ -220,9 +220,25 @@ def check_split_track_reduce(comm, ck):
     ck.true("allgatherv" in red.table() and "outer" in outer.table(), "tables render")
 
 
+def check_received_arrays_aligned(comm, ck):
+    """Arrays the collectives return start on 64 bytes (they feed SpMM kernels)."""
+    p = comm.size
+    for rows in (1, 5, 40_000):  # the last past the allocator's huge-page threshold
+        x = np.ones((rows, 3), np.float32)
+        spread = np.ones((rows * p, 3), np.float32)
+        outs = {"allreduce": comm.allreduce(x), "allgatherv": comm.allgatherv(x),
+                "reduce_scatter": comm.reduce_scatter(spread),
+                "alltoallv": comm.alltoallv(spread, [rows] * p),
+                "ialltoallv": comm.ialltoallv(spread, [rows] * p).wait(),
+                "alltoall": comm.alltoall(np.ones((p, rows), np.int64))}
+        for k, v in outs.items():
+            ck.true(v.size > 0 and v.ctypes.data % 64 == 0,
+                    f"{k} rows={rows}: size {v.size}, address % 64 = {v.ctypes.data % 64}")
+
+
 CHECKS = [check_allreduce, check_allgather, check_reduce_scatter, check_alltoall,
           check_alltoallv, check_large_messages, check_bcast_p2p_objects, check_agree,
-          check_split_track_reduce]
+          check_split_track_reduce, check_received_arrays_aligned]
 
 
 def main(argv=None):

@@ -611,3 +611,29 @@ def test_allgatherv_with_known_counts_skips_the_counts_exchange(p):
         return True
 
     assert all(run_loopback(p, body, timeout=15))
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_received_arrays_start_on_a_cache_line(p):
+    """What a collective returns is often the next SpMM's X: it starts on 64 bytes.
+
+    Row counts cover numpy-sized buffers and ones past the allocator's
+    huge-page threshold (spgnn.backends._alloc.HUGE_MIN_BYTES).
+    """
+    def body(comm):
+        outs = {}
+        for rows in (1, 5, 40_000):
+            x = np.ones((rows, 3), np.float32)
+            spread = np.ones((rows * p, 3), np.float32)
+            outs[f"allreduce {rows}"] = comm.allreduce(x)
+            outs[f"allgatherv {rows}"] = comm.allgatherv(x)
+            outs[f"reduce_scatter {rows}"] = comm.reduce_scatter(spread)
+            outs[f"alltoallv {rows}"] = comm.alltoallv(spread, [rows] * p)
+            outs[f"ialltoallv {rows}"] = comm.ialltoallv(spread, [rows] * p).wait()
+        outs["allgather"] = comm.allgather(np.ones(3, np.float32))
+        outs["alltoall"] = comm.alltoall(np.ones((p, 3), np.int64))
+        return {k: (v.size, v.ctypes.data % 64) for k, v in outs.items()}
+
+    for got in run_loopback(p, body, timeout=30):
+        assert all(size > 0 for size, _ in got.values()), got
+        assert {k: off for k, (_, off) in got.items() if off} == {}
