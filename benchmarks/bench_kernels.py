@@ -8,7 +8,8 @@ repetitions.  Compile time is excluded from every timing (one warm-up call
 first) and reported separately, together with the machine's streaming
 bandwidth (a triad measured in the same run) and each SpMM as a fraction of
 the bandwidth bound under the gather traffic model (see ``traffic model``
-in the output).
+in the output).  Dense operands start on a cache line, as a GNN layer's
+operands do in torch and spgnn (:func:`dense_operand`).
 
 Run (the numbers in ``docs/performance.md``, section "Local kernels")::
 
@@ -119,6 +120,28 @@ def interleave(fns, repeat, warmup=1):
             f()
             times[k].append(time.perf_counter() - t0)
     return {k: (statistics.median(v), min(v)) for k, v in times.items()}
+
+
+#: Where a dense operand starts.  A GNN layer's X is the product H W that the
+#: framework just allocated: torch's CPU allocator and spgnn's
+#: (``Backend.matmul``) both start it on a 64-byte cache line, while a plain
+#: ``np.empty`` starts 16 bytes past one, so every 64-byte row of an f = 16
+#: X straddles two lines.  Every library gets the same (aligned) array.
+DENSE_ALIGN = 64
+
+
+def dense_operand(rng, shape):
+    """Uniform float32 values in an array starting on a :data:`DENSE_ALIGN` boundary.
+
+    Regular pages, as torch's allocator gives (spgnn's own large outputs
+    also ask for huge pages; the benchmark does not, to favour no library).
+    """
+    n = int(np.prod(shape))
+    raw = np.empty(4 * n + DENSE_ALIGN, dtype=np.uint8)
+    start = -raw.ctypes.data % DENSE_ALIGN
+    out = raw[start:start + 4 * n].view(np.float32).reshape(shape)
+    out[...] = rng.random(shape, dtype=np.float32)
+    return out
 
 
 def as_int32_csr(A):
@@ -323,7 +346,7 @@ def bench_spmm(name, A, feats, libs, be, triad, repeat, seed=0):
     Ga = gb_matrix(gb, A) if gb is not None else None
     rows = []
     for f in feats:
-        X = np.random.default_rng(seed).random((n, f), dtype=np.float32)
+        X = dense_operand(np.random.default_rng(seed), (n, f))
         # a preallocated output, as a training loop keeps one per layer, from
         # spgnn's allocator: 64-byte aligned, so large ones are streamed
         Y = empty_output((m, f), np.float32)
@@ -367,7 +390,7 @@ def bench_semiring_spmm(name, A, f, libs, be, repeat, seed=0):
     gb = libs.get("graphblas")
     m, n = A.shape
     La = LocalCSR(A.indptr, A.indices, A.data, A.shape, check=None)
-    X = np.random.default_rng(seed).random((n, f), dtype=np.float32)
+    X = dense_operand(np.random.default_rng(seed), (n, f))
     Ga = gb_matrix(gb, A) if gb is not None else None
     Gx = gb.Matrix.ss.import_fullr(X, take_ownership=False) if gb is not None else None
     rows = []
@@ -399,8 +422,8 @@ def bench_sddmm(name, A, f, libs, be, repeat, seed=0):
     m, n = A.shape
     La = LocalCSR(A.indptr, A.indices, A.data, A.shape, check=None)
     rng = np.random.default_rng(seed)
-    X = rng.random((m, f), dtype=np.float32)
-    Yd = rng.random((n, f), dtype=np.float32)
+    X = dense_operand(rng, (m, f))
+    Yd = dense_operand(rng, (n, f))
     rows_idx = np.repeat(np.arange(m, dtype=np.int64), np.diff(A.indptr))
     step = max(1, (1 << 24) // max(1, f))  # gather at most 64 MiB of rows at a time
 
@@ -463,7 +486,7 @@ def bench_locality(name, A, f, be, triad, repeat, seed=0):
     from spgnn.core.local import LocalCSR
     from spgnn.partition import reorder
     m = A.shape[0]
-    X = np.random.default_rng(seed).random((m, f), dtype=np.float32)
+    X = dense_operand(np.random.default_rng(seed), (m, f))
     mats, order_s = {"original": A}, {}
     for method in ("rcm", "degree", "metis"):
         t0 = time.perf_counter()
@@ -616,7 +639,8 @@ def main(argv=None):
               "versions": {"torch": getattr(libs["torch"], "__version__", None),
                            "graphblas": getattr(libs["graphblas"], "__version__", None)},
               "missing": [k for k, v in libs.items() if v is None],
-              "repeat": repeat, "traffic_model": GATHER_MODEL}
+              "repeat": repeat, "traffic_model": GATHER_MODEL,
+              "dense_operands": f"float32, start on a {DENSE_ALIGN}-byte boundary, regular pages"}
     if libs["graphblas"] is not None:
         try:
             import suitesparse_graphblas as ssgb

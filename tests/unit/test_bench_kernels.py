@@ -39,8 +39,8 @@ def report():
 
 def test_top_level_keys(report):
     for key in ("command", "machine", "versions", "missing", "repeat", "traffic_model",
-                "bandwidth", "first_calls", "cold_start", "spmm", "semiring_spmm", "sddmm",
-                "spgemm", "locality", "skipped", "wall_s"):
+                "dense_operands", "bandwidth", "first_calls", "cold_start", "spmm",
+                "semiring_spmm", "sddmm", "spgemm", "locality", "skipped", "wall_s"):
         assert key in report, key
     assert report["missing"] == []
     m = report["machine"]
