@@ -281,6 +281,96 @@ def test_spgemm_merge_path(be, semiring, inputs, stride):
     np.testing.assert_array_equal(off.data, c.data)
 
 
+#: How the numeric pass emits a dense row (more than SMALL outputs), from its
+#: output count ``r`` and column span: by a branch-free scan of the marker
+#: (``r * SCAN_RATIO >= ncols`` and ``r * DENSE_SCAN_RATIO >= span``), by a
+#: branching scan (sparser spans), or by sorting (``r * SCAN_RATIO < ncols``).
+DENSE_EMITS = ("branch-free scan", "branching scan", "sort")
+
+
+@st.composite
+def dense_row_products(draw):
+    """``A @ B`` whose rows all take the dense path, each emitted the way drawn.
+
+    Each row of ``A`` picks 2-5 rows of ``B`` (one per row of ``A``, in any
+    order, with repeats) whose union is ``r`` columns over a drawn span;
+    the rows of ``B`` overlap, so columns get several terms.  ``B`` is not
+    canonical (one unsorted row), which keeps two-nonzero rows of ``A`` off
+    the merge path.  Values include NaN, +-inf and -0.0.
+    """
+    from spgnn._kernels.numba.spgemm import DENSE_SCAN_RATIO, SCAN_RATIO, SMALL
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    idt = draw(st.sampled_from([np.int32, np.int64]))
+    vdt = draw(st.sampled_from([np.float32, np.float64]))
+    ncols = draw(st.integers(1100, 2000))
+    b_rows, a_rows = [np.array([3, 1])], []
+    for _ in range(draw(st.integers(1, 6))):
+        emit = draw(st.sampled_from(DENSE_EMITS))
+        if emit == "sort":
+            r = int(rng.integers(SMALL + 1, -(-ncols // SCAN_RATIO)))
+            span = int(rng.integers(r, ncols + 1))
+        else:
+            least = max(SMALL + 1, -(-ncols // SCAN_RATIO))
+            r = int(rng.integers(least, ncols // DENSE_SCAN_RATIO))
+            if emit == "branch-free scan":
+                span = int(rng.integers(r, r * DENSE_SCAN_RATIO + 1))
+            else:
+                span = int(rng.integers(r * DENSE_SCAN_RATIO + 1, ncols + 1))
+        c0 = int(rng.integers(0, ncols - span + 1))
+        inner = rng.choice(np.arange(c0 + 1, c0 + span - 1), size=r - 2, replace=False)
+        cols = np.concatenate([[c0, c0 + span - 1], inner]) if span > 1 else np.array([c0])
+        parts = int(rng.integers(2, 6))
+        first = len(b_rows)
+        for q in range(parts):      # every column in some part, and parts overlap
+            own = cols[q::parts]
+            extra = rng.choice(cols, size=int(rng.integers(0, r // 2 + 1)), replace=False)
+            b_rows.append(np.sort(np.unique(np.concatenate([own, extra]))))
+        a_rows.append(rng.permutation(np.arange(first, first + parts)))
+    rng.shuffle(a_rows)
+
+    def values(size):
+        v = rng.standard_normal(size).astype(vdt)
+        special = np.array([np.nan, np.inf, -np.inf, -0.0], dtype=vdt)
+        pick = rng.random(size) < 0.02
+        v[pick] = rng.choice(special, size=int(pick.sum()))
+        return v
+
+    def csr(rows, shape):
+        indptr = np.zeros(len(rows) + 1, dtype=idt)
+        np.cumsum([len(r) for r in rows], out=indptr[1:])
+        indices = np.concatenate(rows).astype(idt)
+        return LocalCSR(indptr, indices, values(indices.shape[0]), shape)
+
+    return csr(a_rows, (len(a_rows), len(b_rows))), csr(b_rows, (len(b_rows), ncols))
+
+
+@pytest.mark.parametrize("semiring", SEMIRING_NAMES)
+@given(inputs=dense_row_products())
+def test_spgemm_dense_rows(be, semiring, inputs):
+    """Rows of more than SMALL outputs (the marker and dense accumulator), emitted
+    by either scan or by sorting, equal the reference; consecutive rows share a
+    worker's accumulator, which plus_times keeps all-zero between rows."""
+    a, b = inputs
+    s = get_semiring(semiring)
+    c, r = be.spgemm(a, b, s), get_backend(REF).spgemm(a, b, s)
+    np.testing.assert_array_equal(c.indptr, r.indptr)
+    np.testing.assert_array_equal(c.indices, r.indices)
+    assert_semiring_equal(c.data, r.data, s)
+
+
+@given(inputs=dense_row_products(), row=st.integers(0, 5), delta=st.sampled_from([-1, 1]))
+def test_spgemm_dense_rows_with_a_wrong_indptr_raise(be, inputs, row, delta):
+    """A count one off in a dense row is reported (a slot too small or too large
+    for the row's columns), never written past."""
+    from spgnn.errors import InvalidSparseStructure
+    a, b = inputs
+    indptr = be.spgemm_symbolic(a, b).copy()
+    row = row % a.shape[0]
+    indptr[row + 1:] += delta
+    with pytest.raises(InvalidSparseStructure):
+        be.spgemm_numeric(a, b, indptr, "plus_times")
+
+
 @given(pair=local_csr(max_dim=20))
 def test_rows_strictly_increasing(pair):
     """The canonical-rows test of the merge path (descents counted over the whole
