@@ -218,6 +218,20 @@ def test_spgemm_row_paths_agree(be, semiring, inputs, stride):
     np.testing.assert_array_equal(c.data, narrow.data)
 
 
+def _csr_from_rows(rows, shape, idt, rng, vdt, special_rate):
+    """A :class:`LocalCSR` whose row ``i`` holds the columns ``rows[i]``, with
+    normal values of dtype ``vdt`` of which a ``special_rate`` share are NaN,
+    +-inf, -0.0 or 0.0 (the min/max rule)."""
+    indptr = np.zeros(len(rows) + 1, dtype=idt)
+    np.cumsum([len(r) for r in rows], out=indptr[1:])
+    indices = np.concatenate(rows).astype(idt) if rows else np.zeros(0, idt)
+    v = rng.standard_normal(indices.shape[0]).astype(vdt)
+    special = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0], dtype=vdt)
+    pick = rng.random(v.shape[0]) < special_rate
+    v[pick] = rng.choice(special, size=int(pick.sum()))
+    return LocalCSR(indptr, indices, v, shape)
+
+
 @st.composite
 def short_row_products(draw):
     """``A`` with 0-3 nonzeros per row (repeated columns and any order
@@ -233,20 +247,8 @@ def short_row_products(draw):
     m = draw(st.integers(0, 12))
     a_rows = [rng.integers(0, n_b, size=int(rng.integers(0, 4))) for _ in range(m)]
 
-    def values(size):
-        v = rng.standard_normal(size).astype(vdt)
-        special = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0], dtype=vdt)
-        pick = rng.random(size) < 0.1
-        v[pick] = rng.choice(special, size=int(pick.sum()))
-        return v
-
-    def csr(rows, shape):
-        indptr = np.zeros(len(rows) + 1, dtype=idt)
-        np.cumsum([len(r) for r in rows], out=indptr[1:])
-        indices = np.concatenate(rows).astype(idt) if rows else np.zeros(0, idt)
-        return LocalCSR(indptr, indices, values(indices.shape[0]), shape)
-
-    return csr(a_rows, (m, n_b)), csr(b_rows, (n_b, ncols))
+    return (_csr_from_rows(a_rows, (m, n_b), idt, rng, vdt, 0.1),
+            _csr_from_rows(b_rows, (n_b, ncols), idt, rng, vdt, 0.1))
 
 
 @pytest.mark.parametrize("semiring", SEMIRING_NAMES)
@@ -328,20 +330,9 @@ def dense_row_products(draw):
         a_rows.append(rng.permutation(np.arange(first, first + parts)))
     rng.shuffle(a_rows)
 
-    def values(size):
-        v = rng.standard_normal(size).astype(vdt)
-        special = np.array([np.nan, np.inf, -np.inf, -0.0], dtype=vdt)
-        pick = rng.random(size) < 0.02
-        v[pick] = rng.choice(special, size=int(pick.sum()))
-        return v
-
-    def csr(rows, shape):
-        indptr = np.zeros(len(rows) + 1, dtype=idt)
-        np.cumsum([len(r) for r in rows], out=indptr[1:])
-        indices = np.concatenate(rows).astype(idt)
-        return LocalCSR(indptr, indices, values(indices.shape[0]), shape)
-
-    return csr(a_rows, (len(a_rows), len(b_rows))), csr(b_rows, (len(b_rows), ncols))
+    m, n_b = len(a_rows), len(b_rows)
+    return (_csr_from_rows(a_rows, (m, n_b), idt, rng, vdt, 0.02),
+            _csr_from_rows(b_rows, (n_b, ncols), idt, rng, vdt, 0.02))
 
 
 @pytest.mark.parametrize("semiring", SEMIRING_NAMES)
