@@ -25,8 +25,10 @@ remedies, both for buffers of at least :data:`HUGE_MIN_BYTES`:
   a later request of between half and all of a cached buffer's size reuses
   it with no faults and no zeroing.  This is what a caching allocator does
   (CuPy's and PyTorch's GPU memory pools, jemalloc on the CPU), here for
-  kernel outputs only.  The loop of a training or sampling step frees each
-  output before the next call makes the same-sized one.
+  kernel outputs and the arrays collectives return (spgnn.comm.transport:
+  they are the next kernel's operands) only.  The loop of a training or
+  sampling step frees each output before the next call makes the
+  same-sized one.
 
 :func:`release_cached` empties the cache.  Measurements: docs/performance.md,
 "Output allocation".
