@@ -136,10 +136,9 @@ def dense_operand(rng, shape):
     Regular pages, as torch's allocator gives (spgnn's own large outputs
     also ask for huge pages; the benchmark does not, to favour no library).
     """
-    n = int(np.prod(shape))
-    raw = np.empty(4 * n + DENSE_ALIGN, dtype=np.uint8)
-    start = -raw.ctypes.data % DENSE_ALIGN
-    out = raw[start:start + 4 * n].view(np.float32).reshape(shape)
+    from spgnn.backends._alloc import _ALIGN, _aligned_numpy  # a plain numpy buffer
+    assert _ALIGN == DENSE_ALIGN
+    out = _aligned_numpy(int(np.prod(shape)), np.dtype(np.float32)).reshape(shape)
     out[...] = rng.random(shape, dtype=np.float32)
     return out
 
