@@ -37,7 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from spgnn import errors as _errors
-from spgnn.backends._alloc import empty as _received
+from spgnn.backends import empty_output as _received
 from spgnn.comm.stats import CommEvent, Ledger, block_size, model_allgather, model_allreduce
 from spgnn.comm.transport import REDUCE_OPS, Transport
 from spgnn.errors import DimensionMismatch, DTypeError, RemoteError

@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from spgnn.backends._alloc import empty as _received
+from spgnn.backends import empty_output as _received
 from spgnn.errors import DimensionMismatch, SpgnnError
 
 __all__ = [
@@ -430,11 +430,10 @@ class LoopbackTransport(Transport):
     def allreduce(self, sendbuf, op):
         parts = self._exchange(np.array(sendbuf, copy=True))
         ufunc = _NP_REDUCE[op]
-        acc = parts[0].copy()
-        for p in parts[1:]:  # fixed rank order: deterministic like MPI's
-            acc = ufunc(acc, p)
         out = _received(sendbuf.shape, sendbuf.dtype)
-        out[...] = np.asarray(acc).reshape(sendbuf.shape)
+        out[...] = parts[0]
+        for p in parts[1:]:  # fixed rank order: deterministic like MPI's
+            ufunc(out, p, out=out)
         return out
 
     def allgatherv(self, sendbuf, counts):
