@@ -26,7 +26,7 @@ __all__ = [
     "ADD_CODES", "MUL_CODES", "semiring_add", "semiring_mul", "row_partition", "clamp_parts",
     "atomic_fetch_add", "emit_prefetch", "emit_prefetch_span", "prefetch_row", "prefetch_at",
     "chunk_count", "CACHE_LINE", "PREFETCH_BYTES", "PREFETCH_DIST", "atomic_load", "spin_pause",
-    "wait_for_chunks", "SPIN_PAUSES", "rolled_loop",
+    "wait_for_chunks", "SPIN_PAUSES", "rolled_loop", "trailing_zeros",
 ]
 
 #: SDDMM prefetches the row of ``Y`` needed ``PREFETCH_DIST`` nonzeros ahead
@@ -177,6 +177,21 @@ def atomic_load(typingctx, arr, idx):
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [idx], wraparound=False)
         return builder.load_atomic(ptr, "monotonic", aryty.dtype.bitwidth // 8)
     return arr.dtype(arr, idx), codegen
+
+
+@intrinsic
+def trailing_zeros(typingctx, word):
+    """The index of the lowest set bit of a ``uint64`` (64 when it is zero).
+
+    One ``tzcnt`` on x86 with BMI1 (``llvm.cttz``): the SpGEMM bitmap walks
+    a row's set bits with it.  numba exposes no bit-scan of its own.
+    """
+    if word != types.uint64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+    return types.uint64(types.uint64), codegen
 
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")

@@ -32,15 +32,18 @@ Each output row takes the cheapest of four paths, decided per row:
    sort orders them by column, and equal columns are reduced in storage
    order.  No O(ncols) scratch is touched, so short rows cost O(flops^2) with
    a tiny constant instead of cache misses in a big marker array.
-4. **dense** -- a per-worker dense marker (the row that last touched each
-   column, so it is never cleared) and accumulator of length ``B.shape[1]``,
-   allocated lazily, once per worker, on the first row that needs them.  The
-   row's distinct columns are then emitted in order either by scanning the
-   touched column range ``[cmin, cmax]`` of the marker (when that range is
-   at most ``SCAN_RATIO`` times the row's entry count: dense rows, e.g. the
-   hub rows of a power-law ``A @ A``; branch-free when the row fills at
-   least ``1 / DENSE_SCAN_RATIO`` of that range) or by sorting the row's
-   column list (sparse rows).
+4. **dense** -- a per-worker accumulator of length ``B.shape[1]`` and a
+   bitmap of the row's columns, allocated lazily, once per worker, on the
+   first row that needs them (the symbolic pass counts with a per-worker
+   int32 marker instead: the row that last touched each column, so it is
+   never cleared).  The numeric pass emits the row's columns in order either
+   by walking the bitmap -- one test per 64 columns of the touched range, one
+   bit scan (``tzcnt``) per entry, each word cleared as it is read -- when
+   the row has at least ``1 / BITMAP_RATIO`` as many entries as the bitmap
+   has words, or else by sorting the row's column list (sparse rows of a
+   wide ``B``).  The walk replaced a scan of the marker over the touched range
+   and a sort of every sparser row: slashdot ``A @ A`` numeric pass 3.3x,
+   rmat:14 1.2-1.5x (kernels/README.md).
 
 When an O(ncols) array is cheap -- small enough to stay in cache and to
 zero per call (:data:`MARKER_MAX_COLS`) -- short rows avoid ESC's sort of
@@ -58,12 +61,13 @@ import numba
 import numpy as np
 
 from ._ops import (ADD_PLUS, MUL_TIMES, atomic_fetch_add, chunk_count, clamp_parts,
-                   prefetch_at, row_partition, semiring_add, semiring_mul, wait_for_chunks)
+                   prefetch_at, row_partition, semiring_add, semiring_mul, trailing_zeros,
+                   wait_for_chunks)
 from .simd import copy_row_times
 
 __all__ = ["csr_spgemm_symbolic", "csr_spgemm_numeric", "csr_spgemm_onehot", "selection_indptr",
-           "spgemm_work_at_least", "rows_strictly_increasing", "SMALL", "SCAN_RATIO",
-           "DENSE_SCAN_RATIO", "MARKER_MAX_COLS"]
+           "spgemm_work_at_least", "rows_strictly_increasing", "SMALL", "BITMAP_RATIO",
+           "MARKER_MAX_COLS"]
 
 #: Rows with at most this many scalar products use expand-sort-compress.
 SMALL = 32
@@ -72,18 +76,15 @@ SMALL = 32
 #: in L2) and ``A`` has at least ``b_ncols / 8`` nonzeros (its zeroing is
 #: amortised).
 MARKER_MAX_COLS = 2**18
-#: Dense rows are emitted by scanning the marker over ``[cmin, cmax]`` when
-#: that span is at most ``SCAN_RATIO`` times the row's distinct column count
-#: (a linear scan then beats an O(r log r) sort), else by sorting.
-SCAN_RATIO = 16
-#: ... and that scan is branch-free (every column written, the output
-#: position advanced by "marked?") when the span is at most this many times
-#: the row's count, i.e. the row fills at least 1/8 of it; sparser spans keep
-#: the branch (their "marked?" is mostly false, so it predicts well).
-#: Measured, numeric pass alone (kernels/README.md): rmat:14 A @ A 1.19x on
-#: two threads and 1.26x on one, slashdot neutral (always branch-free:
-#: 0.91x there).
-DENSE_SCAN_RATIO = 8
+#: The numeric pass emits a dense row by walking a bitmap of its columns
+#: (one word per 64 columns) when the row has at least ``1 / BITMAP_RATIO``
+#: as many entries as the bitmap has words, else it sorts the row's columns.
+#: Measured (numeric pass, 2 threads): 4, 16, 64 and 1024 alike on power-law
+#: ``A @ A`` (nearly every dense row walks); on rmat:20 times an 8-nonzero-
+#: per-row selection (r ~ 74 over 16 k words) 4 was 1.15x and 1024 1.9x
+#: slower than 16.
+BITMAP_RATIO = 16
+_BIT = np.uint64(1)
 #: The selection product prefetches the row of ``B`` this many rows ahead
 #: (and its row pointer twice as far).
 ROW_AHEAD = 8
@@ -100,6 +101,11 @@ _TAG_MAX = 2**31 - 2
 @numba.njit(cache=True, nogil=True)
 def _zeros_i32(n):
     return np.zeros(n, dtype=np.int32)
+
+
+@numba.njit(cache=True, nogil=True)
+def _zeros_u64(n):
+    return np.zeros(n, dtype=np.uint64)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -306,6 +312,98 @@ def _fill_by_position(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, 
     return pos
 
 
+@numba.njit(cache=True, nogil=True)
+def _dense_row(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, add_op, mul_op, one,
+               pt, i, start, end, acc, bits, out_indices, out_data):
+    """Output row ``i`` through the accumulator ``acc`` and the bitmap ``bits``
+    (both all-zero for plus_times, ``bits`` all-zero otherwise, on entry and
+    on exit); returns 1 when the row's count differs from ``end - start``.
+
+    A call rather than inlined code: a dense row has more than ``SMALL``
+    products, so the call costs nothing measurable, and the numeric pass's
+    row loop stays a short dispatch over the paths.
+    """
+    b_ncols = acc.shape[0]
+    nwords = bits.shape[0]
+    zero = acc.dtype.type(0)
+    alo = a_indptr[i]
+    ahi = a_indptr[i + 1]
+    # emit by walking the bitmap when the row is dense enough for its words
+    # (decided from the symbolic count), else sort the columns listed at
+    # their first touch
+    walk = (end - start) * BITMAP_RATIO >= nwords
+    pos = start
+    cmin = b_ncols
+    cmax = -1
+    if pt and walk:
+        for ea in range(alo, ahi):
+            k = a_indices[ea]
+            av = a_data[ea]
+            for eb in range(b_indptr[k], b_indptr[k + 1]):
+                j = b_indices[eb]
+                acc[j] += av * b_data[eb]
+                bits[j >> 6] |= _BIT << np.uint64(j & 63)
+                cmin = min(cmin, j)
+                cmax = max(cmax, j)
+    else:
+        for ea in range(alo, ahi):
+            k = a_indices[ea]
+            av = a_data[ea]
+            for eb in range(b_indptr[k], b_indptr[k + 1]):
+                j = b_indices[eb]
+                v = semiring_mul(mul_op, av, b_data[eb], one)
+                wj = j >> 6
+                bj = _BIT << np.uint64(j & 63)
+                word = bits[wj]
+                if word & bj:
+                    if pt:
+                        acc[j] += v
+                    else:
+                        acc[j] = semiring_add(add_op, acc[j], v)
+                else:
+                    bits[wj] = word | bj
+                    if pt:
+                        acc[j] += v
+                    else:
+                        acc[j] = v
+                    if walk:
+                        cmin = min(cmin, j)
+                        cmax = max(cmax, j)
+                    else:
+                        if pos < end:
+                            out_indices[pos] = j
+                        pos += 1
+    if walk:
+        # set bits in column order: one test per 64 columns, one bit scan
+        # per entry, and each word is cleared as read
+        for wi in range(cmin >> 6, (cmax >> 6) + 1):
+            word = bits[wi]
+            if word == 0:
+                continue
+            bits[wi] = 0
+            base = wi << 6
+            while word != 0:
+                j = base + np.int64(trailing_zeros(word))
+                if pos < end:
+                    out_indices[pos] = j
+                    out_data[pos] = acc[j]
+                pos += 1
+                if pt:
+                    acc[j] = zero
+                word &= word - _BIT
+        return 1 if pos != end else 0
+    bad = 1 if pos != end else 0
+    pos = min(pos, end)
+    out_indices[start:pos].sort()
+    for q in range(start, pos):
+        j = out_indices[q]
+        out_data[q] = acc[j]
+        bits[j >> 6] = 0
+        if pt:
+            acc[j] = zero
+    return bad
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def csr_spgemm_symbolic(a_indptr, a_indices, b_indptr, b_indices, b_ncols, b_canonical, nparts,
                         out_indptr):
@@ -459,9 +557,9 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
     zeros are kept.  Output columns are sorted and distinct.  Rows of at most
     ``SMALL`` outputs take the position path of the module docstring when
     ``b_ncols <= MARKER_MAX_COLS``, ``A`` has at least ``b_ncols / 8``
-    nonzeros and ``nnz_C`` fits the int32 map.  Cost
-    O(flops + sum_rows min(r log r, span)) time; per worker O(SMALL) scratch
-    plus, lazily, O(b_ncols).
+    nonzeros and ``nnz_C`` fits the int32 map.  Cost O(flops + sum over dense
+    rows of (span / 64 + r) when walked, r log r when sorted) time; per
+    worker O(SMALL) scratch plus, lazily, O(b_ncols).
     """
     m = a_indptr.shape[0] - 1
     one = out_data.dtype.type(1)
@@ -470,7 +568,6 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
     bounds = row_partition(a_indptr, nchunks)
     counter = np.zeros(1, dtype=np.int64)
     done = np.zeros(1, dtype=np.int64)
-    zero = out_data.dtype.type(0)
     # plus_times: keep the dense accumulator all-zero between rows, so the
     # first term needs no special case and the accumulation is branch-free
     pt = add_op == ADD_PLUS and mul_op == MUL_TIMES
@@ -480,10 +577,9 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
                          and np.int64(out_indptr[m]) < _TAG_MAX)
     bad_rows = 0
     for w in numba.prange(nparts):
-        marker = _zeros_i32(0)
         where = _zeros_i32(0)
-        tag = 0
         acc = _zeros_like_dtype(0, out_data)
+        bits = _zeros_u64(0)
         kbuf = _zeros_like_dtype(SMALL, out_indices)
         vbuf = _zeros_like_dtype(SMALL, out_data)
         bad = 0
@@ -557,100 +653,13 @@ def csr_spgemm_numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
                     if pos != end:
                         bad += 1
                     continue
-                # -- dense path: marker + accumulator, then scan or sort
-                if marker.shape[0] == 0:
-                    marker = _zeros_i32(b_ncols)
+                # -- dense path: accumulator + bitmap of the row's columns
+                if acc.shape[0] == 0:
                     acc = _zeros_like_dtype(b_ncols, out_data)
-                tag = _next_tag(tag, marker)
-                mk = np.int32(tag)
-                # emit by scanning the marker when the row is dense enough
-                # (decided from the symbolic count; the span is refined below)
-                scan = (end - start) * SCAN_RATIO >= b_ncols
-                pos = start
-                cmin = b_ncols
-                cmax = -1
-                if pt and scan:
-                    for ea in range(alo, ahi):
-                        k = a_indices[ea]
-                        av = a_data[ea]
-                        for eb in range(b_indptr[k], b_indptr[k + 1]):
-                            j = b_indices[eb]
-                            acc[j] += av * b_data[eb]
-                            marker[j] = mk
-                            cmin = min(cmin, j)
-                            cmax = max(cmax, j)
-                else:
-                    for ea in range(alo, ahi):
-                        k = a_indices[ea]
-                        av = a_data[ea]
-                        for eb in range(b_indptr[k], b_indptr[k + 1]):
-                            j = b_indices[eb]
-                            v = semiring_mul(mul_op, av, b_data[eb], one)
-                            if marker[j] != mk:
-                                marker[j] = mk
-                                if pt:
-                                    acc[j] += v
-                                else:
-                                    acc[j] = v
-                                if not scan:
-                                    if pos < end:
-                                        out_indices[pos] = j
-                                    pos += 1
-                                else:
-                                    cmin = min(cmin, j)
-                                    cmax = max(cmax, j)
-                            elif pt:
-                                acc[j] += v
-                            else:
-                                acc[j] = semiring_add(add_op, acc[j], v)
-                if scan and (end - start) * DENSE_SCAN_RATIO >= cmax - cmin + 1:
-                    # branch-free: every column is written at ``pos``, which
-                    # advances only past marked ones (an unmarked column's
-                    # write is overwritten by the next marked one); in a row
-                    # 1/16 to fully dense "marked?" is a coin flip that a
-                    # branch would mispredict.  ``pos`` stays inside the slot
-                    # (non-empty: scan needs end - start >= b_ncols / 16 and
-                    # a marked column needs b_ncols >= 1): the loop stops
-                    # when the slot is full.
-                    j = cmin
-                    while j <= cmax:
-                        out_indices[pos] = j
-                        out_data[pos] = acc[j]
-                        if pt:
-                            acc[j] = zero   # unmarked columns already hold zero
-                        pos += marker[j] == mk
-                        j += 1
-                        if pos == end:
-                            break
-                    # marked columns past a full slot (a wrong out_indptr)
-                    while j <= cmax:
-                        if marker[j] == mk:
-                            pos += 1
-                            if pt:
-                                acc[j] = zero
-                        j += 1
-                    if pos != end:
-                        bad += 1
-                elif scan:
-                    for j in range(cmin, cmax + 1):
-                        if marker[j] == mk:
-                            if pos < end:
-                                out_indices[pos] = j
-                                out_data[pos] = acc[j]
-                            pos += 1
-                            if pt:
-                                acc[j] = zero
-                    if pos != end:
-                        bad += 1
-                else:
-                    if pos != end:
-                        bad += 1
-                        pos = min(pos, end)
-                    out_indices[start:pos].sort()
-                    for q in range(start, pos):
-                        out_data[q] = acc[out_indices[q]]
-                        if pt:
-                            acc[out_indices[q]] = zero
+                    bits = _zeros_u64((b_ncols + 63) >> 6)
+                bad += _dense_row(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
+                                  add_op, mul_op, one, pt, i, start, end, acc, bits,
+                                  out_indices, out_data)
             atomic_fetch_add(done, 0, 1)
         bad_rows += bad
         if w == 0:

@@ -284,10 +284,11 @@ def test_spgemm_merge_path(be, semiring, inputs, stride):
 
 
 #: How the numeric pass emits a dense row (more than SMALL outputs), from its
-#: output count ``r`` and column span: by a branch-free scan of the marker
-#: (``r * SCAN_RATIO >= ncols`` and ``r * DENSE_SCAN_RATIO >= span``), by a
-#: branching scan (sparser spans), or by sorting (``r * SCAN_RATIO < ncols``).
-DENSE_EMITS = ("branch-free scan", "branching scan", "sort")
+#: output count ``r`` and the ``nwords = ceil(ncols / 64)`` words of its
+#: bitmap: by walking the bitmap's set bits (``r * BITMAP_RATIO >= nwords``)
+#: over a span of whole words (columns contiguous) or a spread one, or by
+#: sorting the row's columns (sparser rows).
+DENSE_EMITS = ("bitmap walk, contiguous", "bitmap walk, spread", "sort")
 
 
 @st.composite
@@ -295,30 +296,32 @@ def dense_row_products(draw):
     """``A @ B`` whose rows all take the dense path, each emitted the way drawn.
 
     Each row of ``A`` picks 2-5 rows of ``B`` (one per row of ``A``, in any
-    order, with repeats) whose union is ``r`` columns over a drawn span;
-    the rows of ``B`` overlap, so columns get several terms.  ``B`` is not
-    canonical (one unsorted row), which keeps two-nonzero rows of ``A`` off
-    the merge path.  Values include NaN, +-inf and -0.0.
+    order, with repeats) whose union is ``r`` columns over a drawn span,
+    often ending at ``B``'s last column (the bitmap's partial last word);
+    the rows of ``B`` overlap, so columns get several terms.  ``B`` is wide
+    enough (> 64 * BITMAP_RATIO * SMALL columns) for rows of either emit.
+    ``B`` is not canonical (one unsorted row), which keeps two-nonzero rows of
+    ``A`` off the merge path.  Values include NaN, +-inf and -0.0.
     """
-    from spgnn._kernels.numba.spgemm import DENSE_SCAN_RATIO, SCAN_RATIO, SMALL
+    from spgnn._kernels.numba.spgemm import BITMAP_RATIO, SMALL
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     idt = draw(st.sampled_from([np.int32, np.int64]))
     vdt = draw(st.sampled_from([np.float32, np.float64]))
-    ncols = draw(st.integers(1100, 2000))
+    ncols = draw(st.integers(64 * BITMAP_RATIO * (SMALL + 2), 64 * BITMAP_RATIO * (SMALL + 8)))
+    nwords = -(-ncols // 64)
+    walk_least = -(-nwords // BITMAP_RATIO)
     b_rows, a_rows = [np.array([3, 1])], []
     for _ in range(draw(st.integers(1, 6))):
         emit = draw(st.sampled_from(DENSE_EMITS))
         if emit == "sort":
-            r = int(rng.integers(SMALL + 1, -(-ncols // SCAN_RATIO)))
-            span = int(rng.integers(r, ncols + 1))
+            r = int(rng.integers(SMALL + 1, walk_least))
         else:
-            least = max(SMALL + 1, -(-ncols // SCAN_RATIO))
-            r = int(rng.integers(least, ncols // DENSE_SCAN_RATIO))
-            if emit == "branch-free scan":
-                span = int(rng.integers(r, r * DENSE_SCAN_RATIO + 1))
-            else:
-                span = int(rng.integers(r * DENSE_SCAN_RATIO + 1, ncols + 1))
-        c0 = int(rng.integers(0, ncols - span + 1))
+            r = int(rng.integers(walk_least, 4 * walk_least))
+        span = r if emit == "bitmap walk, contiguous" else int(rng.integers(r, ncols + 1))
+        if rng.random() < 0.3:
+            c0 = ncols - span
+        else:
+            c0 = int(rng.integers(0, ncols - span + 1))
         inner = rng.choice(np.arange(c0 + 1, c0 + span - 1), size=r - 2, replace=False)
         cols = np.concatenate([[c0, c0 + span - 1], inner]) if span > 1 else np.array([c0])
         parts = int(rng.integers(2, 6))
@@ -338,9 +341,10 @@ def dense_row_products(draw):
 @pytest.mark.parametrize("semiring", SEMIRING_NAMES)
 @given(inputs=dense_row_products())
 def test_spgemm_dense_rows(be, semiring, inputs):
-    """Rows of more than SMALL outputs (the marker and dense accumulator), emitted
-    by either scan or by sorting, equal the reference; consecutive rows share a
-    worker's accumulator, which plus_times keeps all-zero between rows."""
+    """Rows of more than SMALL outputs (the bitmap and dense accumulator), emitted
+    by walking the bitmap or by sorting, equal the reference; consecutive rows
+    share a worker's bitmap and accumulator, which every row leaves all-zero
+    (plus_times relies on that for the accumulator too)."""
     a, b = inputs
     s = get_semiring(semiring)
     c, r = be.spgemm(a, b, s), get_backend(REF).spgemm(a, b, s)

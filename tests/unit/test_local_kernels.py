@@ -506,6 +506,27 @@ def test_rolled_loop_runs_every_trip_count_and_is_not_unrolled():
 
 
 @pytest.mark.skipif("numba" not in BACKENDS, reason="numba backend unavailable")
+def test_trailing_zeros_is_the_lowest_set_bit():
+    """``_ops.trailing_zeros`` (the SpGEMM bitmap walk's bit scan) gives the
+    index of the lowest set bit for every position, the sign bit included,
+    with any higher bits set, and 64 for zero."""
+    import numba
+    from spgnn._kernels.numba._ops import trailing_zeros
+
+    @numba.njit
+    def tz(w):
+        return trailing_zeros(w)
+
+    rng = np.random.default_rng(0)
+    for b in range(64):
+        low = np.uint64(1) << np.uint64(b)
+        assert tz(low) == b
+        high = np.uint64(rng.integers(0, 2**63, dtype=np.uint64)) << np.uint64(1)
+        assert tz(low | (high << np.uint64(b))) == b
+    assert tz(np.uint64(0)) == 64
+
+
+@pytest.mark.skipif("numba" not in BACKENDS, reason="numba backend unavailable")
 @pytest.mark.parametrize("kernel", ["spmm", "max_second", "sddmm", "spgemm"])
 def test_parallel_kernels_with_every_thread_and_many_chunks(kernel, monkeypatch):
     """The dynamic-scheduler kernels equal scipy when small calls are *not* run
