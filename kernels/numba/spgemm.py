@@ -318,6 +318,8 @@ def _dense_row(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, add_op,
     """Output row ``i`` through the accumulator ``acc`` and the bitmap ``bits``
     (both all-zero for plus_times, ``bits`` all-zero otherwise, on entry and
     on exit); returns 1 when the row's count differs from ``end - start``.
+    Such a row writes only inside its slot but may leave stale bits and
+    sums behind; the caller raises, so nothing computed after it is used.
 
     A call rather than inlined code: a dense row has more than ``SMALL``
     products, so the call costs nothing measurable, and the numeric pass's
