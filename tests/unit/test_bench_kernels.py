@@ -40,13 +40,22 @@ def report():
 def test_top_level_keys(report):
     for key in ("command", "machine", "versions", "missing", "repeat", "traffic_model",
                 "dense_operands", "bandwidth", "first_calls", "cold_start", "spmm",
-                "semiring_spmm", "sddmm", "spgemm", "locality", "skipped", "wall_s"):
+                "semiring_spmm", "sddmm", "spgemm", "locality", "skipped", "wall_s", "targets"):
         assert key in report, key
     assert report["missing"] == []
     m = report["machine"]
     assert m["threads"] == 1 and len(m["loadavg_start"]) == 3 and len(m["loadavg_end"]) == 3
     b = report["bandwidth"]
     assert b["median_gbs"] > 0 and b["bound_gbs"] > 0 and b["compile_s"] >= 0
+
+
+def test_targets_are_checked_on_the_cases_they_cover(report):
+    t = {r["target"]: r for r in report["targets"]}
+    assert t["SpMM vs scipy"]["cases"] == len(report["spmm"]) == 2
+    assert t["SpGEMM vs GraphBLAS"]["cases"] == len(report["spgemm"])
+    # the only graph is R-MAT, which is not locality-ordered: no bound case
+    bound = t["SpMM fraction of the bandwidth bound, locality-ordered graphs"]
+    assert bound["cases"] == 0 and bound["met"] is None
 
 
 def test_spmm_records(report):

@@ -40,3 +40,28 @@ def test_markdown_tables_from_a_saved_report(tmp_path):
     assert "| g | 64 | 2 | nan | 20 | 10.00x (numpy_gather) |" in lines
     assert "| g | Q·A | 1.00e+03 | 9.00e+02 | 0.5 | 1 | 0.4 | 0.80x | 2.00x |" in lines
     assert "| g | 64 | 4 (0.70) | 4 (0.70) | 4 (0.70) | 4 (0.70) | 1.00x | 0.10 / 0.05 / 1.00 |" in lines
+
+
+def test_targets_table_names_the_worst_case_and_every_miss(tmp_path):
+    report = _report()
+    base = report["spmm"][0]
+    report["spmm"] = [
+        dict(base, graph="rmat:20", f=16, fraction_of_bound=0.2,       # not locality-ordered
+             speedup_vs={"scipy": 5.0, "torch_csr": 2.0}),
+        dict(base, graph="road", f=16, fraction_of_bound=0.6,
+             speedup_vs={"scipy": 2.5, "torch_csr": 1.3}),
+        dict(base, graph="road", f=256, fraction_of_bound=0.9,
+             speedup_vs={"scipy": 2.9, "torch_csr": 4.0}),
+    ]
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--markdown", str(path)],
+                          capture_output=True, text=True, timeout=120, cwd=str(REPO_ROOT))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "| SpMM vs torch CSR | 1.2 | 3 | 1.30 | road f = 16 | yes |" in lines
+    assert ("| SpMM vs scipy | 3 | 3 | 2.50 | road f = 16 | **no**: road f = 16, "
+            "road f = 256 |") in lines
+    assert ("| SpMM fraction of the bandwidth bound, locality-ordered graphs | 0.5 | 2 | 0.60 | "
+            "road f = 16 | yes |") in lines
+    assert "| SpGEMM vs GraphBLAS | 1 | 1 | 0.80 | g Q·A | **no**: g Q·A |" in lines
