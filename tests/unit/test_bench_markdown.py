@@ -65,3 +65,64 @@ def test_targets_table_names_the_worst_case_and_every_miss(tmp_path):
     assert ("| SpMM fraction of the bandwidth bound, locality-ordered graphs | 0.5 | 2 | 0.60 | "
             "road f = 16 | yes |") in lines
     assert "| SpGEMM vs GraphBLAS | 1 | 1 | 0.80 | g Q·A | **no**: g Q·A |" in lines
+
+
+def _spmm_case(graph, f, spgnn_s, scipy_s, fraction):
+    return {"graph": graph, "f": f, "correct": True,
+            "times_s": {"spgnn": spgnn_s, "scipy": scipy_s},
+            "speedup_vs": {"scipy": scipy_s / spgnn_s}, "spgnn_model_gbs": 10.0,
+            "triad_gbs": 20.0, "fraction_of_bound": fraction}
+
+
+def _run(*spmm, correct=True):
+    report = _report()
+    report["spmm"] = [dict(case, correct=correct) for case in spmm]
+    report["command"] = "python benchmarks/bench_kernels.py"
+    return report
+
+
+def test_combined_cases_are_medians_of_the_runs_own_values():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_kernels", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    runs = [_run(_spmm_case("road", 256, 0.010, 0.025, 0.9),
+                 _spmm_case("road", 16, 0.001, 0.004, 1.0)),
+            _run(_spmm_case("road", 256, 0.006, 0.030, 1.2), correct=False),
+            _run(_spmm_case("road", 256, 0.007, 0.028, 1.1),
+                 _spmm_case("road", 16, 0.001, 0.005, 1.5))]
+    combined = bench.combine_reports(runs)
+    big, small = combined["spmm"]
+    assert (big["graph"], big["f"], big["runs"]) == ("road", 256, 3)
+    assert big["times_s"] == {"spgnn": 0.007, "scipy": 0.028}
+    # the median of the runs' ratios (2.5, 5.0, 4.0), not 0.028 / 0.007
+    assert big["speedup_vs"]["scipy"] == 4.0
+    assert big["fraction_of_bound"] == 1.1
+    assert big["correct"] is False                       # a wrong result in any run stays wrong
+    assert (small["f"], small["runs"], small["speedup_vs"]["scipy"]) == (16, 2, 4.5)
+    assert [run["name"] for run in combined["combined_from"]] == ["run 1", "run 2", "run 3"]
+    assert [t["met"] for t in combined["combined_from"][0]["targets"]][1] is False  # 2.5x scipy
+    scipy_target = [t for t in combined["targets"] if t["target"] == "SpMM vs scipy"][0]
+    assert (scipy_target["met"], scipy_target["worst"]) == (True, 4.0)
+
+
+def test_markdown_of_several_reports_combines_them(tmp_path):
+    paths = []
+    for i, run in enumerate([_run(_spmm_case("road", 256, 0.010, 0.025, 0.9)),
+                             _run(_spmm_case("road", 256, 0.006, 0.030, 1.2)),
+                             _run(_spmm_case("road", 256, 0.007, 0.028, 0.4))]):
+        paths.append(tmp_path / f"r{i}.json")
+        paths[-1].write_text(json.dumps(run))
+    out = tmp_path / "combined.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--markdown", *map(str, paths),
+                           "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, cwd=str(REPO_ROOT))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "| road | 256 | 7 | 28 | nan | nan | nanx | 4.00x | 10.0 | 20.0 | 0.90 |" in lines
+    assert "* r0.json: `python benchmarks/bench_kernels.py`" in lines
+    assert ("| SpMM vs scipy | 3 | 1 | 4.00 | road f = 256 | yes | "
+            "2 of 3 (r0.json: road f = 256) |") in lines
+    assert ("| SpMM fraction of the bandwidth bound, locality-ordered graphs | 0.5 | 1 | 0.90 | "
+            "road f = 256 | yes | 2 of 3 (r2.json: road f = 256) |") in lines
+    assert json.loads(out.read_text())["spmm"][0]["runs"] == 3
