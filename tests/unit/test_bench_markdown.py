@@ -126,3 +126,19 @@ def test_markdown_of_several_reports_combines_them(tmp_path):
     assert ("| SpMM fraction of the bandwidth bound, locality-ordered graphs | 0.5 | 1 | 0.90 | "
             "road f = 256 | yes | 2 of 3 (r2.json: road f = 256) |") in lines
     assert json.loads(out.read_text())["spmm"][0]["runs"] == 3
+
+
+def test_docs_tables_are_the_committed_runs_combined():
+    """docs/performance.md's local-kernel tables are rendered from the reports committed beside
+    it, not typed in: every row of the combined SpMM, semiring, SDDMM, SpGEMM, locality and
+    targets tables appears in the docs verbatim."""
+    runs = sorted((REPO_ROOT / "docs" / "results" / "kernels-2026-11-24").glob("run*.json"))
+    assert len(runs) == 3
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--markdown", *map(str, runs)],
+                          capture_output=True, text=True, timeout=120, cwd=str(REPO_ROOT))
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines()
+            if line.startswith("| ") and not line.startswith(("| graph |", "| target |"))]
+    assert len(rows) == 18 + 18 + 6 + 10 + 4 + 4          # the data tables, then the targets
+    docs = (REPO_ROOT / "docs" / "performance.md").read_text().splitlines()
+    assert [row for row in rows if row not in docs] == []
