@@ -621,9 +621,8 @@ def combine_reports(reports, names=None):
 def _runs_met(target, runs):
     """The targets table's cell for one target over the combined runs: how many met it,
     and the cases each other run missed."""
-    per_run = [(run["name"], t) for run in runs for t in run["targets"]
-               if t["target"] == target]
-    judged = [(name, t) for name, t in per_run if t["met"] is not None]
+    judged = [(run["name"], t) for run in runs for t in run["targets"]
+              if t["target"] == target and t["met"] is not None]
     met = sum(1 for _, t in judged if t["met"])
     misses = [f"{name}: " + ", ".join(t["missed"]) for name, t in judged if not t["met"]]
     return f"{met} of {len(judged)}" + (f" ({'; '.join(misses)})" if misses else "")
