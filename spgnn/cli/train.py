@@ -232,6 +232,7 @@ def train(comm, args):
         ``test_acc``, ``val_acc``, ``train_acc`` (evaluation mode, after the
         last epoch), ``final_loss`` (training loss of the last epoch),
         ``epochs`` (epochs trained in total, resumed ones included),
+        ``loss_history`` (the training loss of each epoch of this run),
         ``seconds_per_epoch`` (mean over this run's epochs after the first,
         slowest rank; the first, which loads compiled kernels, is
         ``first_epoch_seconds``), ``bytes_per_epoch`` (bytes sent by all
@@ -273,12 +274,13 @@ def train(comm, args):
 
         bar = tqdm(total=args.epochs, initial=min(trainer.epoch, args.epochs), unit="epoch",
                    file=sys.stderr, desc=f"{name} {args.algo} P={p}", dynamic_ncols=True)
-    times, mine = [], []
+    times, mine, losses = [], [], []
     while trainer.epoch < args.epochs:
         t0 = time.perf_counter()
         rec = trainer.train_epoch()
         times.append(time.perf_counter() - t0)
         mine.append(rec["bytes"])
+        losses.append(float(rec["loss"]))
         total = int(comm.allreduce(np.array([rec["bytes"]], dtype=np.int64),
                                    label="train:report")[0])
         history.append([float(rec["loss"]), float(rec["train_acc"]), total])
@@ -309,6 +311,7 @@ def train(comm, args):
             "test_acc": ev["test_acc"], "val_acc": ev["val_acc"], "train_acc": ev["train_acc"],
             "test_loss": ev["test_loss"], "val_loss": ev["val_loss"],
             "final_loss": history[-1][0] if history else None,
+            "loss_history": losses,
             "seconds_per_epoch": float(red[0] / steady.size) if steady.size else None,
             "first_epoch_seconds": float(red[1]) if times else None,
             "setup_seconds": setup_seconds,

@@ -700,7 +700,8 @@ def train_sage(args, comm) -> dict:
     Returns
     -------
     dict with ``test_acc``, ``val_acc``, ``train_acc`` (full-neighbourhood
-    inference of the selected model), ``model_selection`` (what was
+    inference of the selected model), ``loss_history`` (training loss of each epoch of
+    this run), ``model_selection`` (what was
     selected), ``last_epoch_test_acc``, ``last_epoch_val_acc`` (the last
     epoch's model, equal to the above with ``"last"``), ``epochs`` (in total,
     resumed ones included), ``epochs_this_run``, ``resumed_from`` (epoch or
@@ -833,7 +834,7 @@ def train_sage(args, comm) -> dict:
             "test_loss": ev["test_loss"], "val_loss": ev["val_loss"],
             "model_selection": "best-val" if best_state is not None else "last",
             "last_epoch_test_acc": last_ev["test_acc"], "last_epoch_val_acc": last_ev["val_acc"],
-            "final_loss": last["loss"],
+            "final_loss": last["loss"], "loss_history": [float(r["loss"]) for r in recs],
             "seconds_per_epoch": float(slow[0] / steady.size) if steady.size else None,
             "first_epoch_seconds": float(t[0]) if t.size else None,
             "setup_seconds": setup_seconds,
