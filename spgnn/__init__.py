@@ -8,8 +8,8 @@ kernels compile (or load from the on-disk cache) on first use.
 __version__ = "0.1.0"
 
 from .errors import (BackendMismatch, BackendUnavailable, DimensionMismatch, DTypeError,
-                     GridError, GridMismatch, InvalidSparseStructure, LayoutMismatch, RemoteError,
-                     SpgnnEfficiencyWarning, SpgnnError)
+                     GraphFormatError, GridError, GridMismatch, InvalidSparseStructure,
+                     LayoutMismatch, RemoteError, SpgnnEfficiencyWarning, SpgnnError)
 from .layout import Layout, block_bounds
 from .grid import AbstractGrid, ProcessGrid, grid_1d, grid_15d, grid_2d, grid_3d, make_grid
 from .comm import Communicator, CommStats, run_loopback
@@ -24,8 +24,7 @@ from .core.spmm_15d import layouts_15d
 from .core.spmm_3d import layouts_3d, roles_for_layer, rotate
 from .core.dense_ops import matmul
 from .core import local_ops
-from .generators import rmat, sbm
-from .io import Graph, GraphFormatError, load_graph
+from .io import Graph, load_graph, rmat, sbm
 from .planner import plan_spmm
 
 __all__ = [

@@ -19,6 +19,7 @@ __all__ = [
     "DTypeError",
     "BackendUnavailable",
     "BackendMismatch",
+    "GraphFormatError",
     "RemoteError",
     "SpgnnEfficiencyWarning",
 ]
@@ -58,6 +59,14 @@ class BackendUnavailable(SpgnnError, ImportError):
 
 class BackendMismatch(SpgnnError, TypeError):
     """Operands belong to different backends."""
+
+
+class GraphFormatError(SpgnnError, ValueError):
+    """A graph file is malformed, corrupted, truncated or of an unknown format.
+
+    The message starts with the file, then the 1-based line number for text
+    formats (``edges.txt:17: ...``) or the member / key for binary ones.
+    """
 
 
 class RemoteError(SpgnnError, RuntimeError):

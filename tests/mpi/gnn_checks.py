@@ -17,9 +17,8 @@ import hashlib
 
 import numpy as np
 
-from spgnn.generators import sbm
 from spgnn.gnn import GCN, Adam, DistGraph, Trainer
-from spgnn.io import Graph
+from spgnn.io import Graph, sbm
 from spgnn.testing.asserts import assert_dist_allclose, collective_assert
 from spgnn.testing.gnn_reference import train_reference
 

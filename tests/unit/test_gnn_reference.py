@@ -4,11 +4,10 @@ import numpy as np
 import pytest
 
 from spgnn import run_loopback
-from spgnn.generators import sbm
 from spgnn.gnn import (GCN, SGD, Adam, DistGraph, Dropout, GCNConv, Linear, ReLU, Sequential,
                        Trainer)
 from spgnn.gnn.functional import dropout_mask, hash_uniform
-from spgnn.io import Graph
+from spgnn.io import Graph, sbm
 from spgnn.testing.gnn_reference import gcn_forward_backward, normalize_adjacency, \
     row_normalize, train_reference
 

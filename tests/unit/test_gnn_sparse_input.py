@@ -6,10 +6,9 @@ import pytest
 import scipy.sparse as sp
 
 from spgnn import run_loopback
-from spgnn.generators import sbm
 from spgnn.gnn import GCN, Adam, DistGraph, Trainer
 from spgnn.gnn import functional as F
-from spgnn.io import Graph
+from spgnn.io import Graph, sbm
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -1,0 +1,59 @@
+"""Graphs and graph loaders: one :class:`Graph` type, a loader per file format.
+
+Formats (see ``docs/data.md`` for the details of each), one module each:
+
+* Planetoid ``ind.<name>.*`` pickles (Cora, CiteSeer) — :func:`load_planetoid`
+  (``planetoid.py``), read with a restricted unpickler that builds only numpy
+  arrays, scipy sparse matrices and adjacency dicts, never arbitrary pickled
+  code;
+* SNAP-style edge lists, plain or gzip — :func:`load_snap_edgelist`
+  (``snap.py``);
+* the JuliaGraphs LG text format (``.jlg``, usually gzip) — :func:`load_jlg`
+  (``jlg.py``);
+* MatrixMarket coordinate files, with or without the banner and size line —
+  :func:`load_matrix_market` (``mtx.py``);
+* the MUSAE csv/json layout — :func:`load_musae` (``musae.py``);
+* ``.npz`` archives — :func:`load_npz` / :func:`save_npz` (``npz.py``);
+* and one entry point for command lines, :func:`load_graph` (``load.py``),
+  which also builds the synthetic graphs of :mod:`spgnn.io.generators`
+  (:func:`rmat`, :func:`sbm`).
+
+:mod:`spgnn.io._text` is the byte-level parsing engine the text loaders
+share.
+
+Every loader reports a malformed, corrupted or truncated file with a
+:class:`~spgnn.errors.GraphFormatError` whose message starts with the file
+name and, for text formats, the 1-based line number (``graph.txt:17: expected
+two integer vertex ids, got 'a b'``); for binary formats it names the member
+or key instead.
+"""
+
+from ..errors import GraphFormatError
+from .generators import parse_generator_spec, rmat, sbm
+from .graph import Graph
+from .jlg import load_jlg
+from .load import SUPPORTED_FORMATS, load_graph, load_on_root
+from .mtx import load_matrix_market
+from .musae import load_musae
+from .npz import load_npz, save_npz
+from .planetoid import load_planetoid
+from .snap import load_snap_edgelist
+
+__all__ = [
+    "Graph",
+    "GraphFormatError",
+    "load_graph",
+    "load_on_root",
+    "load_planetoid",
+    "load_snap_edgelist",
+    "load_jlg",
+    "load_matrix_market",
+    "load_musae",
+    "load_npz",
+    "save_npz",
+    "SUPPORTED_FORMATS",
+    # synthetic graphs
+    "rmat",
+    "sbm",
+    "parse_generator_spec",
+]

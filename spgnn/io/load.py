@@ -1,0 +1,132 @@
+"""One entry point for command lines: format detection (:func:`load_graph`), and the
+collective :func:`load_on_root`."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+from ..errors import GraphFormatError
+from ._text import _GZIP_MAGIC, _label
+from .generators import parse_generator_spec
+from .graph import Graph
+from .jlg import load_jlg
+from .mtx import load_matrix_market
+from .musae import load_musae
+from .npz import load_npz
+from .planetoid import load_planetoid
+from .snap import load_snap_edgelist
+
+__all__ = ["SUPPORTED_FORMATS", "load_graph", "load_on_root"]
+
+SUPPORTED_FORMATS = (
+    "generator spec 'rmat:SCALE[:EDGE_FACTOR[:SEED]]' or 'sbm:N[:CLASSES[:SEED]]'",
+    "edge list: .txt .edges .el .tsv .csv (optionally .gz)",
+    "JuliaGraphs LG: .jlg .lg (optionally .gz)",
+    "MatrixMarket coordinate: .mtx (optionally .gz), with or without the header",
+    "numpy archive: .npz (scipy.sparse.save_npz or spgnn.io.save_npz)",
+    "Planetoid folder holding ind.<name>.{x,y,tx,ty,allx,ally,graph,test.index}",
+    "MUSAE folder holding <name>_edges.csv [+ <name>_features.json, <name>_target.csv]",
+)
+
+_EDGE_EXTS = (".txt", ".edges", ".el", ".tsv", ".csv")
+_GENERATORS = ("rmat", "sbm")
+
+
+def _generator_graph(spec: str, name):
+    try:
+        made = parse_generator_spec(spec)
+    except ValueError as e:
+        raise GraphFormatError(str(e)) from None
+    g = Graph(adj=made["adj"], features=made["features"], labels=made["labels"], name=name or spec)
+    return g if made["labels"] is None else g.random_split(seed=made["seed"])
+
+
+def _unknown(label, why):
+    formats = "\n  ".join(SUPPORTED_FORMATS)
+    return GraphFormatError(f"{label}: {why}; supported formats:\n  {formats}")
+
+
+def load_on_root(comm, load, *, root=0):
+    """``load()`` on rank ``root`` (None elsewhere); a failure raises on every rank.
+
+    For commands where one rank reads the graph and then distributes it: an
+    unreadable path or malformed file (``OSError``, ``ValueError`` --
+    :class:`GraphFormatError` included -- or a missing optional ``ImportError``)
+    on the root is agreed through ``comm.agree`` so that every rank raises
+    instead of the others waiting in the next collective.
+
+    Collective over ``comm`` (one small allreduce).
+    """
+    graph, err = None, None
+    if comm.rank == root:
+        try:
+            graph = load()
+        except (OSError, ValueError, ImportError) as exc:
+            err = exc
+    comm.agree(err)
+    return graph
+
+
+def load_graph(spec, *, name=None) -> Graph:
+    """Load a graph from a generator spec or a path, detecting the format.
+
+    Parameters
+    ----------
+    spec : str or os.PathLike
+        * ``rmat:SCALE[:EDGE_FACTOR[:SEED]]`` — R-MAT topology (Graph500
+          parameters, edge factor 16, seed 0 by default);
+        * ``sbm:N[:CLASSES[:SEED]]`` — stochastic block model with 32
+          label-correlated features, labels and a stratified 60/20/20 split
+          drawn with the same seed;
+        * a file, by extension, ``.gz`` looked through: ``.txt .edges .el
+          .tsv .csv`` edge lists (undirected), ``.jlg .lg``, ``.mtx`` (a
+          ``%%MatrixMarket`` banner in any file also selects it), ``.npz``;
+        * a folder: Planetoid (``ind.<name>.*``; ``name`` picks the dataset when
+          there are several) or MUSAE (``<name>_edges.csv``).
+    name : str, optional
+        Dataset to pick in a folder holding several; otherwise ``Graph.name``.
+
+    Raises
+    ------
+    GraphFormatError
+        Unknown format (the message lists the supported ones), or any error of
+        the chosen loader.
+    FileNotFoundError
+        ``spec`` is neither a generator spec nor an existing path.
+    """
+    if isinstance(spec, str) and spec.split(":", 1)[0] in _GENERATORS and ":" in spec:
+        return _generator_graph(spec, name)
+    path = Path(spec)
+    label = _label(spec)
+    if path.is_dir():
+        planetoid = sorted(p.name[len("ind."): -len(".graph")] for p in path.glob("ind.*.graph"))
+        if planetoid:
+            if name is None and len(planetoid) > 1:
+                raise GraphFormatError(f"{label}: Planetoid folder with datasets {planetoid}; "
+                                       f"pass name= to choose one")
+            return load_planetoid(path, name or planetoid[0])
+        if any(path.glob("*_edges.csv")):
+            return load_musae(path, name=name)
+        raise _unknown(label, "folder holds no Planetoid or MUSAE files")
+    if not path.exists():
+        raise FileNotFoundError(f"load_graph: {label} is neither a generator spec "
+                                f"({' or '.join(_GENERATORS)}) nor an existing file or folder")
+    lower = path.name.lower()
+    inner = lower[:-3] if lower.endswith(".gz") else lower
+    if inner.endswith(".npz"):
+        return load_npz(path, name=name)
+    if inner.endswith((".jlg", ".lg")):
+        return load_jlg(path, name=name)
+    if inner.endswith(".mtx"):
+        return load_matrix_market(path, name=name)
+    if inner.endswith(_EDGE_EXTS):
+        with open(path, "rb") as f:
+            start = f.read(64)
+        if start.startswith(_GZIP_MAGIC):
+            start = zlib.decompressobj(wbits=31).decompress(start)
+        if start.lstrip().startswith(b"%%MatrixMarket"):
+            return load_matrix_market(path, name=name)
+        return load_snap_edgelist(path, name=name)
+    raise _unknown(label, f"cannot tell the format of {path.name!r} from its name")
+

@@ -1,0 +1,150 @@
+"""MatrixMarket coordinate files, with or without the banner and the size line."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GraphFormatError
+from ._text import (_INT_TOKEN, _label, _last_line, _line_of_record, _parse_table, _read_bytes,
+                    _show, _split_head, _stem)
+from .graph import Graph, _build_adj
+
+__all__ = ["load_matrix_market"]
+
+
+def load_matrix_market(path, *, symmetric=None, name=None) -> Graph:
+    """Load a MatrixMarket coordinate file as a graph: entry (i, j) is an edge i -> j.
+
+    Accepts the standard file (``%%MatrixMarket matrix coordinate
+    pattern|real|integer general|symmetric|skew-symmetric``, ``%`` comments, a
+    size line ``rows cols nnz``) and headerless variants: a size line then
+    the entries, or the entries alone (``row col`` or ``row col value``,
+    1-based), as in SuiteSparse copies whose banner was stripped.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Plain text or gzip.
+    symmetric : bool or None
+        Whether the file stores one triangle of a symmetric matrix, to be
+        mirrored.  None: the banner's symmetry field when there is a banner;
+        without a banner, True exactly when every entry lies in the lower
+        triangle (row >= col) or every entry in the upper one — the layout of
+        symmetric matrices stored once, such as ``luxembourg_osm`` and
+        ``bcsstk25``.  Pass False to keep a triangular file directed.
+    name : str, optional
+        ``Graph.name``; default the file name without extensions.
+
+    Notes
+    -----
+    Pattern files give unit weights (duplicate entries collapse); with a
+    value column the values are kept and duplicates summed.  The diagonal is
+    kept (``Graph.without_self_loops`` drops it).  Without a size line,
+    ``n = max(row, col)``.
+
+    Raises
+    ------
+    GraphFormatError
+        A bad banner or size line, a non-square matrix, an entry line that is
+        not 2 (pattern) or 3 numbers, an index outside 1..n, or fewer entries
+        than the size line announces (truncated file).
+    """
+    label = _label(path)
+    text = _read_bytes(path)
+    field, symmetry = None, None
+    first = 1
+    if text.lstrip().startswith(b"%%MatrixMarket"):
+        head, text, first = _split_head(text, 1, None)
+        banner = head[0][1].decode("utf-8", "replace").lower().split()
+        if (len(banner) != 5 or banner[1] != "matrix" or banner[2] != "coordinate"
+                or banner[3] not in ("pattern", "real", "integer", "double")
+                or banner[4] not in ("general", "symmetric", "skew-symmetric")):
+            raise GraphFormatError(
+                f"{label}:{head[0][0]}: expected '%%MatrixMarket matrix coordinate "
+                f"pattern|real|integer general|symmetric|skew-symmetric', got {_show(head[0][1])!r}")
+        field, symmetry = banner[3], banner[4]
+    size = None
+    parsed = None   # the entries, when probing for a headerless size line parsed them
+    head, rest, rest_first = _split_head(text, 1, b"%", first)
+    if not head:
+        raise GraphFormatError(f"{label}:{first}: no entries (empty MatrixMarket file)")
+    tokens = head[0][1].split()
+    if field is not None:
+        # With a banner the size line is mandatory.
+        if len(tokens) != 3 or not all(_INT_TOKEN.match(t) for t in tokens):
+            raise GraphFormatError(f"{label}:{head[0][0]}: expected the size line "
+                                   f"'rows cols nnz', got {_show(head[0][1])!r}")
+        size = tuple(int(t) for t in tokens)
+    ncols = 2 if field == "pattern" else 3 if field is not None else None
+    if field is None:
+        # Headerless: a first line 'n n nnz' is a size line when exactly nnz
+        # entries follow it; otherwise the first line is already an entry.
+        if len(tokens) == 3 and all(_INT_TOKEN.match(t) for t in tokens) and tokens[0] == tokens[1]:
+            ncols_rest = _first_record_width(rest)
+            try:
+                entries = _parse_table(rest, ncols_rest, label, comment=b"%", first_line=rest_first,
+                                       dtype=np.float64 if ncols_rest == 3 else np.int64,
+                                       what=f"{ncols_rest} numbers 'row col{' value' if ncols_rest == 3 else ''}'")
+            except GraphFormatError:
+                entries = None
+            if entries is not None and entries.shape[0] == int(tokens[2]):
+                size = tuple(int(t) for t in tokens)
+                ncols = ncols_rest
+                parsed = entries
+        if size is None:
+            rest, rest_first = text, first
+            ncols = len(tokens) if len(tokens) in (2, 3) else 2
+    if size is not None and size[0] != size[1]:
+        raise GraphFormatError(f"{label}:{head[0][0]}: an adjacency matrix must be square, "
+                               f"but the size line says {size[0]} x {size[1]}")
+    what = "two integer indices 'row col'" if ncols == 2 else "three numbers 'row col value'"
+    entries = parsed if parsed is not None else _parse_table(
+        rest, ncols, label, comment=b"%", first_line=rest_first,
+        dtype=np.int64 if ncols == 2 else np.float64, what=what)
+    if ncols == 3:
+        idx = entries[:, :2]
+        if not np.all(idx == np.round(idx)):
+            k = int(np.flatnonzero((idx != np.round(idx)).any(axis=1))[0])
+            no = _line_of_record(rest, k, b"%", rest_first)
+            raise GraphFormatError(f"{label}:{no}: row and column must be integers, "
+                                   f"got {idx[k].tolist()}")
+        rows, cols, vals = idx[:, 0].astype(np.int64), idx[:, 1].astype(np.int64), entries[:, 2]
+    else:
+        rows, cols, vals = entries[:, 0], entries[:, 1], None
+    if size is not None:
+        n, nnz = size[0], size[2]
+        if rows.size < nnz:
+            raise GraphFormatError(
+                f"{label}:{_last_line(rest, rest_first)}: the size line (line {head[0][0]}) "
+                f"announces {nnz} entries but only {rows.size} follow (the file is truncated)")
+        if rows.size > nnz:
+            no = _line_of_record(rest, nnz, b"%", rest_first)
+            raise GraphFormatError(f"{label}:{no}: more entries than the {nnz} the size line "
+                                   f"(line {head[0][0]}) announces")
+    else:
+        n = int(max(rows.max(), cols.max())) if rows.size else 0
+    bad = (rows < 1) | (rows > n) | (cols < 1) | (cols > n)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        no = _line_of_record(rest, k, b"%", rest_first)
+        raise GraphFormatError(f"{label}:{no}: index outside 1..{n}: "
+                               f"({int(rows[k])}, {int(cols[k])})")
+    if symmetric is None:
+        if symmetry is not None:
+            symmetric = symmetry != "general"
+        else:
+            symmetric = bool(rows.size) and (bool(np.all(rows >= cols)) or bool(np.all(rows <= cols)))
+    if symmetric and symmetry == "skew-symmetric" and vals is not None:
+        mirrored = np.concatenate([vals, -vals[rows != cols]])
+        r = np.concatenate([rows, cols[rows != cols]])
+        c = np.concatenate([cols, rows[rows != cols]])
+        adj = _build_adj(r - 1, c - 1, n, symmetric=False, values=mirrored)
+    else:
+        adj = _build_adj(rows - 1, cols - 1, n, symmetric=symmetric, values=vals,
+                         mirror_diagonal=False)
+    return Graph(adj=adj, name=name or _stem(path))
+
+
+def _first_record_width(text: bytes) -> int:
+    head, _, _ = _split_head(text, 1, b"%")
+    return len(head[0][1].split()) if head and len(head[0][1].split()) in (2, 3) else 2

@@ -1,0 +1,182 @@
+"""The MUSAE csv/json layout: ``<name>_edges.csv``, ``_features.json``, ``_target.csv``."""
+
+from __future__ import annotations
+
+import csv
+import io as _stdio
+import json
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import GraphFormatError
+from ._text import _label
+from .graph import Graph
+from .snap import load_snap_edgelist
+
+__all__ = ["load_musae"]
+
+
+def _musae_prefix(folder_or_prefix, name):
+    p = Path(folder_or_prefix)
+    if p.is_dir():
+        prefixes = sorted(f.name[: -len("_edges.csv")] for f in p.glob("*_edges.csv"))
+        if name is not None:
+            if name not in prefixes:
+                raise GraphFormatError(f"{_label(p)}: no MUSAE graph {name!r} here "
+                                       f"(found {prefixes})")
+            return p / name
+        if len(prefixes) != 1:
+            raise GraphFormatError(f"{_label(p)}: expected one <name>_edges.csv, found "
+                                   f"{prefixes or 'none'}; pass name= to choose")
+        return p / prefixes[0]
+    return p
+
+
+def _load_musae_features(path: Path, n_hint: int):
+    label = _label(path)
+    try:
+        obj = json.loads(path.read_bytes())
+    except json.JSONDecodeError as e:
+        raise GraphFormatError(f"{label}:{e.lineno}: invalid JSON: {e.msg} "
+                               f"(column {e.colno})") from None
+    except UnicodeDecodeError as e:
+        raise GraphFormatError(f"{label}: not UTF-8 text ({e})") from None
+    if not isinstance(obj, dict):
+        raise GraphFormatError(f"{label}: expected a JSON object {{node: [feature ids]}}, "
+                               f"got {type(obj).__name__}")
+    rows, cols = [], []
+    for key, feats in obj.items():
+        try:
+            node = int(key)
+            if node < 0 or not isinstance(feats, list):
+                raise ValueError
+            ids = [int(f) for f in feats]
+            if any(f < 0 for f in ids) or not all(isinstance(f, int) for f in feats):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise GraphFormatError(f"{label}: key {key!r}: expected a node id mapped to a "
+                                   f"list of non-negative integer feature ids") from None
+        rows.append(np.full(len(ids), node, dtype=np.int64))
+        cols.append(np.asarray(ids, dtype=np.int64))
+    rows = np.concatenate(rows) if rows else np.empty(0, np.int64)
+    cols = np.concatenate(cols) if cols else np.empty(0, np.int64)
+    n = max(n_hint, int(rows.max()) + 1 if rows.size else 0)
+    d = int(cols.max()) + 1 if cols.size else 0
+    return rows, cols, n, d
+
+
+def _load_musae_target(path: Path, target):
+    label = _label(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise GraphFormatError(f"{label}: not UTF-8 text ({e})") from None
+    reader = csv.reader(_stdio.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise GraphFormatError(f"{label}:1: empty file, expected a CSV header") from None
+    header = [h.strip() for h in header]
+    id_col = header.index("id") if "id" in header else 0
+    if target is None:
+        t_col = len(header) - 1
+    elif target in header:
+        t_col = header.index(target)
+    else:
+        raise GraphFormatError(f"{label}:1: no column {target!r} in header {header}")
+    ids, values = [], []
+    try:
+        for row in reader:
+            if not row or not any(c.strip() for c in row):
+                continue
+            if len(row) != len(header):
+                raise GraphFormatError(f"{label}:{reader.line_num}: expected {len(header)} "
+                                       f"fields, got {len(row)}")
+            try:
+                ids.append(int(row[id_col]))
+            except ValueError:
+                raise GraphFormatError(f"{label}:{reader.line_num}: expected an integer node "
+                                       f"id, got {row[id_col]!r}") from None
+            values.append(row[t_col].strip())
+    except csv.Error as e:
+        raise GraphFormatError(f"{label}:{reader.line_num}: {e}") from None
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size and ids.min() < 0:
+        raise GraphFormatError(f"{label}: negative node id {int(ids.min())}")
+    try:
+        codes = np.asarray([int(v) for v in values], dtype=np.int64)
+        names = None
+    except ValueError:
+        # Named classes (facebook's page_type): sorted names -> 0..C-1.
+        names, codes = np.unique(np.asarray(values), return_inverse=True)
+        names = tuple(str(s) for s in names)
+    return ids, codes, names
+
+
+def load_musae(folder_or_prefix, *, name=None, target=None, sparse_features=False) -> Graph:
+    """Load a MUSAE graph (musae_facebook, musae_github, wikipedia_musae, ...).
+
+    Files, for a prefix P: ``P_edges.csv`` (header, then ``id_1,id_2`` per
+    undirected edge, each stored once), optional ``P_features.json``
+    (``{"node": [feature id, ...]}``: a sparse binary bag of features) and
+    optional ``P_target.csv`` (header with an ``id`` column; the target is the
+    last column unless ``target`` names another).
+
+    Parameters
+    ----------
+    folder_or_prefix : str or os.PathLike
+        A folder holding one ``*_edges.csv`` (or several, with ``name``), or
+        the prefix itself (``.../musae_facebook/facebook``).
+    name : str, optional
+        Which prefix to load from a folder holding several; also ``Graph.name``.
+    target : str, optional
+        Target column of the target csv; default the last one.
+    sparse_features : bool
+        Return ``features`` as a float32 ``scipy.sparse.csr_array`` instead of a
+        dense array (musae_facebook dense is 22470 x 4714 float32 = 424 MB).
+
+    Returns
+    -------
+    Graph
+        Undirected ``adj`` with the file's self-loops kept; features 0/1; labels
+        from the target column: integers as they are, strings (facebook's
+        ``page_type``) as indices into the sorted names in ``class_names``.
+        Nodes absent from the target file get label -1.  No split: call
+        :meth:`Graph.random_split`.  A regression target (wikipedia's monthly
+        traffic) is loaded as integer labels too; bin it before classifying.
+    """
+    prefix = _musae_prefix(folder_or_prefix, name)
+    edges = Path(f"{prefix}_edges.csv")
+    feats_path = Path(f"{prefix}_features.json")
+    target_path = Path(f"{prefix}_target.csv")
+    if not edges.is_file():
+        raise FileNotFoundError(f"load_musae: missing MUSAE edge file {edges}")
+    g = load_snap_edgelist(edges, directed=False, comment=None, header=True)
+    n = g.num_nodes
+    feat = None
+    if feats_path.is_file():
+        rows, cols, n_f, d = _load_musae_features(feats_path, n)
+        n = max(n, n_f)
+    ids = codes = names = None
+    if target_path.is_file():
+        ids, codes, names = _load_musae_target(target_path, target)
+        n = max(n, int(ids.max()) + 1 if ids.size else 0)
+    adj = g.adj
+    if n > adj.shape[0]:
+        adj = sp.csr_array((adj.data, adj.indices, np.concatenate(
+            [adj.indptr, np.full(n - adj.shape[0], adj.indptr[-1], adj.indptr.dtype)])),
+            shape=(n, n))
+    if feats_path.is_file():
+        feat = sp.csr_array((np.ones(rows.size, np.float32), (rows, cols)), shape=(n, d))
+        feat.sum_duplicates()
+        feat.data[:] = 1
+        if not sparse_features:
+            feat = feat.toarray()
+    labels = None
+    if ids is not None:
+        labels = np.full(n, -1, dtype=np.int64)
+        labels[ids] = codes
+    return Graph(adj=adj, features=feat, labels=labels, name=name or prefix.name,
+                 class_names=names)

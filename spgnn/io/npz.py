@@ -1,0 +1,141 @@
+"""``.npz`` archives: scipy's ``save_npz`` files and spgnn's graph layout (never unpickled)."""
+
+from __future__ import annotations
+
+import zipfile
+import zlib
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import GraphFormatError
+from ._text import _label, _stem
+from .graph import Graph
+
+__all__ = ["load_npz", "save_npz"]
+
+
+_NPZ_SCIPY_KEYS = {"format", "shape"}
+_NPZ_GRAPH_KEYS = {"adj_data", "adj_indices", "adj_indptr", "adj_shape"}
+
+
+def _csr_from_keys(z, prefix, label):
+    try:
+        shape = tuple(int(s) for s in z[f"{prefix}_shape"])
+        m = sp.csr_array((z[f"{prefix}_data"], z[f"{prefix}_indices"], z[f"{prefix}_indptr"]),
+                         shape=shape)
+        m.check_format(full_check=True)
+    except KeyError as e:
+        raise GraphFormatError(f"{label}: missing key {e}") from None
+    except Exception as e:
+        raise GraphFormatError(f"{label}: keys {prefix}_data/{prefix}_indices/{prefix}_indptr/"
+                               f"{prefix}_shape do not form a CSR matrix ({e})") from None
+    return m
+
+
+def load_npz(path, *, name=None) -> Graph:
+    """Load a graph from an ``.npz`` archive (never unpickling: ``allow_pickle=False``).
+
+    Two layouts are recognised:
+
+    * ``scipy.sparse.save_npz`` files (keys ``format``, ``shape``, ``data``, ...):
+      the adjacency alone;
+    * graph archives, as written by :func:`save_npz` (and compatible with the
+      gnn-benchmark ``.npz`` files): ``adj_data``, ``adj_indices``,
+      ``adj_indptr``, ``adj_shape`` (CSR adjacency, required); features as
+      dense ``features`` (n, d) or CSR ``attr_data``/``attr_indices``/
+      ``attr_indptr``/``attr_shape``; ``labels`` (n,) int (-1 unknown);
+      ``train_mask``, ``val_mask``, ``test_mask`` (n,) bool; ``name`` (0-d str);
+      ``node_ids`` (n,); ``class_names`` (C,) str.  All but the ``adj_*`` keys
+      are optional.
+
+    Raises
+    ------
+    GraphFormatError
+        Not a zip/npz archive, a truncated member, object arrays, or keys that
+        do not fit together; the message names the key.
+    """
+    label = _label(path)
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (zipfile.BadZipFile, EOFError) as e:
+        raise GraphFormatError(f"{label}: not a readable .npz archive ({e})") from None
+    except ValueError as e:
+        raise GraphFormatError(f"{label}: not a readable .npz archive ({e})") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise GraphFormatError(f"{label}: a .npy array, not an .npz archive")
+    with z:
+        keys = set(z.files)
+
+        def get(key):
+            try:
+                return z[key]
+            except ValueError as e:   # object arrays are refused by allow_pickle=False
+                raise GraphFormatError(f"{label}: key {key!r}: {e}") from None
+            except (zipfile.BadZipFile, EOFError, OSError, zlib.error) as e:
+                raise GraphFormatError(f"{label}: key {key!r} is corrupt or truncated "
+                                       f"({e})") from None
+
+        if _NPZ_SCIPY_KEYS <= keys and not (_NPZ_GRAPH_KEYS & keys):
+            try:
+                adj = sp.load_npz(path)
+                if adj.ndim == 2:
+                    adj = sp.csr_array(adj)
+                    adj.check_format(full_check=True)
+            except Exception as e:
+                raise GraphFormatError(f"{label}: not a valid scipy.sparse.save_npz file "
+                                       f"({type(e).__name__}: {e})") from None
+            if adj.ndim != 2 or adj.shape[0] != adj.shape[1]:
+                raise GraphFormatError(f"{label}: key 'shape': adjacency must be square, "
+                                       f"got {adj.shape}")
+            return Graph(adj=adj, name=name or _stem(path))
+        if not _NPZ_GRAPH_KEYS <= keys:
+            raise GraphFormatError(
+                f"{label}: unknown .npz layout with keys {sorted(keys)}; expected "
+                f"scipy.sparse.save_npz keys (format, shape, data, indices, indptr) or "
+                f"graph keys (adj_data, adj_indices, adj_indptr, adj_shape, [features], "
+                f"[labels], [train_mask, val_mask, test_mask])")
+
+        class _Z:   # routes every member read through get() for clear errors
+            def __getitem__(self, key):
+                return get(key)
+
+        adj = _csr_from_keys(_Z(), "adj", label)
+        fields = {}
+        if "features" in keys:
+            fields["features"] = get("features")
+        elif {"attr_data", "attr_indices", "attr_indptr", "attr_shape"} <= keys:
+            fields["features"] = _csr_from_keys(_Z(), "attr", label).toarray()
+        for key in ("labels", "train_mask", "val_mask", "test_mask", "node_ids", "class_names"):
+            if key in keys:
+                fields[key] = get(key)
+        gname = name or (str(get("name")) if "name" in keys else _stem(path))
+    try:
+        return Graph(adj=adj, name=gname, **fields)
+    except (ValueError, TypeError) as e:
+        raise GraphFormatError(f"{label}: {e}") from None
+
+
+def save_npz(graph: Graph, path, *, compressed=True) -> None:
+    """Write ``graph`` to ``path`` in the graph layout :func:`load_npz` reads.
+
+    ``numpy`` appends ``.npz`` when ``path`` lacks it.  Sparse features are
+    written as ``attr_*`` keys, dense ones as ``features``.
+    """
+    a = graph.adj
+    out = {"adj_data": a.data, "adj_indices": a.indices, "adj_indptr": a.indptr,
+           "adj_shape": np.asarray(a.shape, dtype=np.int64), "name": np.asarray(graph.name)}
+    if graph.features is not None:
+        if sp.issparse(graph.features):
+            f = sp.csr_array(graph.features)
+            out.update(attr_data=f.data, attr_indices=f.indices, attr_indptr=f.indptr,
+                       attr_shape=np.asarray(f.shape, dtype=np.int64))
+        else:
+            out["features"] = graph.features
+    for key in ("labels", "train_mask", "val_mask", "test_mask", "node_ids"):
+        v = getattr(graph, key)
+        if v is not None:
+            out[key] = v
+    if graph.class_names is not None:
+        out["class_names"] = np.asarray(graph.class_names, dtype=str)
+    (np.savez_compressed if compressed else np.savez)(path, **out)
