@@ -44,6 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import BackendUnavailable, DimensionMismatch, InvalidSparseStructure
+from .io.preprocess import symmetric_pattern
 
 __all__ = [
     "Partition", "PartitionStats", "DoublePermutation", "partition_stats", "block_partition",
@@ -92,16 +93,6 @@ def _check_parts(parts, n: int, nparts: int, what: str) -> np.ndarray:
         bad = int(parts.min()) if parts.min() < 0 else int(parts.max())
         raise ValueError(f"{what}: part ids must lie in [0, {nparts}), but got {bad}")
     return parts
-
-
-def _symmetric_pattern(A: sp.csr_array) -> sp.csr_array:
-    """Pattern of ``A + Aᵀ`` without the diagonal (METIS's input; edge cut)."""
-    S = (A + A.T).tocsr()
-    S.setdiag(0)
-    S.eliminate_zeros()
-    S.sort_indices()
-    S.data = np.ones(S.nnz, dtype=np.int8)
-    return S
 
 
 def _perm_offsets(parts: np.ndarray, nparts: int):
@@ -401,7 +392,7 @@ def _metis_parts(A: sp.csr_array, nparts: int, balance: str, seed: int, ufactor=
         # per part, the remaining parts empty.
         return np.arange(n, dtype=np.int64)
     pymetis = _pymetis()
-    G = _symmetric_pattern(A)
+    G = symmetric_pattern(A)
     vweights = None
     if balance == "nnz":
         # SpMM work of a row is its stored entries; +1 keeps empty rows weighted
@@ -1032,7 +1023,7 @@ def reorder(A, method: str = "rcm", *, nparts: int | None = None, seed: int = 0)
     n = A.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    G = _symmetric_pattern(A)
+    G = symmetric_pattern(A)
     if method == "rcm":
         from scipy.sparse.csgraph import reverse_cuthill_mckee
         return np.asarray(reverse_cuthill_mckee(sp.csr_matrix(G), symmetric_mode=True),

@@ -6,14 +6,6 @@ import scipy.sparse as sp
 PARTITIONERS = ("none", "random", "metis", "balanced")
 
 
-def load_adjacency(spec):
-    """The graph of a path or generator spec, symmetrised, without self-loops, float32 CSR."""
-    from spgnn.io import load_graph
-
-    g = load_graph(spec).symmetrize().without_self_loops()
-    return sp.csr_array(g.adj, dtype=np.float32), g.name
-
-
 def partition_order(adj, method, nparts, seed=0):
     """``(perm, offsets, stats)`` for a row partition into ``nparts`` blocks.
 

@@ -72,9 +72,10 @@ def _parse_list(text, what, cast=str):
 
 def plan_all(args):
     """Every (ranks, algorithm) plan as dicts, plus the partitions used. Local."""
+    from spgnn.io import load_adjacency
     from spgnn.planner import best_grid_3d, plan_spmm
 
-    from ._graph import load_adjacency, partition_order, permute
+    from ._graph import partition_order, permute
     from .spmm import parse_grid
 
     ranks_list = _parse_list(args.ranks, "ranks", int)

@@ -51,7 +51,9 @@ def _prepare_root(args, blocks):
     """Rank 0: graph, partition order, X and the reference product."""
     import scipy.sparse as sp
 
-    from ._graph import load_adjacency, order_from_parts, partition_order, permute, read_partition_file
+    from spgnn.io import load_adjacency
+
+    from ._graph import order_from_parts, partition_order, permute, read_partition_file
 
     adj, name = load_adjacency(args.graph)
     n = adj.shape[0]

@@ -18,8 +18,10 @@ Formats (see ``docs/data.md`` for the details of each), one module each:
   which also builds the synthetic graphs of :mod:`spgnn.io.generators`
   (:func:`rmat`, :func:`sbm`).
 
-:mod:`spgnn.io._text` is the byte-level parsing engine the text loaders
-share.
+:mod:`spgnn.io.preprocess` holds every transformation models and
+partitioners apply to a loaded graph (normalised adjacency, neighbour
+patterns, feature normalisation, ...); :mod:`spgnn.io._text` is the byte-level
+parsing engine the text loaders share.
 
 Every loader reports a malformed, corrupted or truncated file with a
 :class:`~spgnn.errors.GraphFormatError` whose message starts with the file
@@ -32,11 +34,13 @@ from ..errors import GraphFormatError
 from .generators import parse_generator_spec, rmat, sbm
 from .graph import Graph
 from .jlg import load_jlg
-from .load import SUPPORTED_FORMATS, load_graph, load_on_root
+from .load import SUPPORTED_FORMATS, load_adjacency, load_graph, load_on_root
 from .mtx import load_matrix_market
 from .musae import load_musae
 from .npz import load_npz, save_npz
 from .planetoid import load_planetoid
+from .preprocess import (mean_adjacency, neighbour_pattern, normalized_adjacency, random_projection,
+                         row_normalize_features, symmetric_pattern, symmetrize, without_self_loops)
 from .snap import load_snap_edgelist
 
 __all__ = [
@@ -44,6 +48,7 @@ __all__ = [
     "GraphFormatError",
     "load_graph",
     "load_on_root",
+    "load_adjacency",
     "load_planetoid",
     "load_snap_edgelist",
     "load_jlg",
@@ -56,4 +61,13 @@ __all__ = [
     "rmat",
     "sbm",
     "parse_generator_spec",
+    # preprocessing
+    "symmetrize",
+    "without_self_loops",
+    "normalized_adjacency",
+    "neighbour_pattern",
+    "mean_adjacency",
+    "symmetric_pattern",
+    "row_normalize_features",
+    "random_projection",
 ]

@@ -9,6 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DimensionMismatch
+from .preprocess import symmetrize, without_self_loops
 
 __all__ = ["Graph"]
 
@@ -153,15 +154,11 @@ class Graph:
 
     def symmetrize(self) -> "Graph":
         """The undirected graph A ∪ Aᵀ (weights: the larger of a_uv and a_vu)."""
-        a = self.adj
-        return dataclasses.replace(self, adj=sp.csr_array(a.maximum(a.T)))
+        return dataclasses.replace(self, adj=symmetrize(self.adj))
 
     def without_self_loops(self) -> "Graph":
         """The same graph with the diagonal of ``adj`` removed."""
-        a = self.adj.tocoo()
-        keep = a.row != a.col
-        adj = sp.csr_array((a.data[keep], (a.row[keep], a.col[keep])), shape=a.shape)
-        return dataclasses.replace(self, adj=adj)
+        return dataclasses.replace(self, adj=without_self_loops(self.adj))
 
     def random_split(self, train=0.6, val=0.2, *, seed=0, stratify=True) -> "Graph":
         """A new Graph with random train/val/test masks.

@@ -1,10 +1,13 @@
-"""One entry point for command lines: format detection (:func:`load_graph`), and the
-collective :func:`load_on_root`."""
+"""One entry point for command lines: format detection (:func:`load_graph`), the
+collective :func:`load_on_root`, and :func:`load_adjacency` for the SpMM commands."""
 
 from __future__ import annotations
 
 import zlib
 from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
 
 from ..errors import GraphFormatError
 from ._text import _GZIP_MAGIC, _label
@@ -17,7 +20,7 @@ from .npz import load_npz
 from .planetoid import load_planetoid
 from .snap import load_snap_edgelist
 
-__all__ = ["SUPPORTED_FORMATS", "load_graph", "load_on_root"]
+__all__ = ["SUPPORTED_FORMATS", "load_graph", "load_on_root", "load_adjacency"]
 
 SUPPORTED_FORMATS = (
     "generator spec 'rmat:SCALE[:EDGE_FACTOR[:SEED]]' or 'sbm:N[:CLASSES[:SEED]]'",
@@ -130,3 +133,14 @@ def load_graph(spec, *, name=None) -> Graph:
         return load_snap_edgelist(path, name=name)
     raise _unknown(label, f"cannot tell the format of {path.name!r} from its name")
 
+
+def load_adjacency(spec):
+    """``(adj, name)``: the graph of a path or generator spec as the SpMM commands use it.
+
+    ``adj`` is the loaded adjacency symmetrised, without self-loops
+    (:func:`~spgnn.io.preprocess.symmetrize`,
+    :func:`~spgnn.io.preprocess.without_self_loops`), a float32 CSR array;
+    ``name`` is ``Graph.name``.  Local: reads the file on the calling rank.
+    """
+    g = load_graph(spec).symmetrize().without_self_loops()
+    return sp.csr_array(g.adj, dtype=np.float32), g.name

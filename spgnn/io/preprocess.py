@@ -1,0 +1,234 @@
+"""Graph preprocessing: the one home of every transformation a model or a partitioner
+applies to a loaded graph before it is distributed.
+
+* :func:`symmetrize` -- ``A ∪ Aᵀ``, weights ``max(a_uv, a_vu)``; CSR of ``adj``'s dtype;
+* :func:`without_self_loops` -- ``A`` without its diagonal; CSR of ``adj``'s dtype;
+* :func:`normalized_adjacency` -- GCN's ``D^-1/2 (A' + I) D^-1/2``; CSR of ``dtype``;
+* :func:`neighbour_pattern` -- GraphSAGE's neighbour graph, the pattern of
+  ``A'``; CSR of float64 ones;
+* :func:`mean_adjacency` -- the mean aggregator ``D^-1 S`` of a pattern ``S``;
+  CSR of ``dtype``;
+* :func:`symmetric_pattern` -- the pattern of ``A + Aᵀ`` off the diagonal
+  (partitioners); CSR of int8 ones;
+* :func:`row_normalize_features` -- features divided by their row sums; dense
+  ``dtype``;
+* :func:`random_projection` -- ``X R`` with ``R`` Gaussian / sqrt(dim); dense
+  float64.
+
+``A'`` is ``without_self_loops(symmetrize(A))``: the undirected graph without
+stored self-loops, which every model here starts from.  The graph-level
+shortcut (load a file, then symmetrise and drop self-loops) is
+:func:`spgnn.io.load_adjacency`.
+
+Every function is local and pure: it reads its arguments, never writes into
+them, and returns new arrays.  Arithmetic that divides runs in float64 and is
+rounded once to the requested ``dtype`` at the end, so a float32 result is
+the float64 result correctly rounded, whatever the input dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "SPARSE_DENSITY",
+    "symmetrize",
+    "without_self_loops",
+    "normalized_adjacency",
+    "neighbour_pattern",
+    "mean_adjacency",
+    "symmetric_pattern",
+    "row_normalize_features",
+    "random_projection",
+]
+
+#: :func:`row_normalize_features` works on a dense input as CSR when at most
+#: this fraction of its entries is non-zero (the MUSAE loaders return dense
+#: 0/1 blocks of 424 MB; no float64 dense temporaries are made for them).
+SPARSE_DENSITY = 0.1
+
+
+def symmetrize(adj):
+    """``A ∪ Aᵀ``: the entry (u, v) is ``max(a_uv, a_vu)``. Local, pure.
+
+    Parameters
+    ----------
+    adj : scipy sparse array or matrix, shape (n, n)
+
+    Returns
+    -------
+    scipy.sparse.csr_array of ``adj``'s dtype.  Like every scipy element-wise
+    binary operation, the maximum stores no zero it computes: a pair whose
+    larger weight is 0 (``a_uv = -1``, ``a_vu`` absent) is no edge.
+    """
+    return sp.csr_array(adj.maximum(adj.T))
+
+
+def without_self_loops(adj):
+    """``adj`` with its diagonal removed (stored entries only; nothing is summed). Local, pure.
+
+    Returns
+    -------
+    scipy.sparse.csr_array of ``adj``'s dtype and shape, with sorted indices.
+    """
+    a = adj.tocoo()
+    keep = a.row != a.col
+    return sp.csr_array((a.data[keep], (a.row[keep], a.col[keep])), shape=a.shape)
+
+
+def normalized_adjacency(adj, dtype=np.float32):
+    """GCN's propagation matrix ``Â = D^-1/2 (A' + I) D^-1/2``. Local, pure.
+
+    The renormalisation trick of Kipf & Welling, *Semi-Supervised
+    Classification with Graph Convolutional Networks* (ICLR 2017), eq. (2):
+    ``A'`` is the symmetrised ``adj`` without its stored self-loops (so each
+    vertex gets exactly one self-loop of weight 1), ``D`` the row sums of
+    ``A' + I``.  A row whose sum is not positive gets a zero scale (no NaN).
+
+    Parameters
+    ----------
+    adj : scipy sparse, shape (n, n)
+        Weights are kept (a pattern gives the usual unweighted ``Â``).
+    dtype : numpy dtype
+        Of the result; everything is computed in float64 first.
+
+    Returns
+    -------
+    scipy.sparse.csr_array of ``dtype``, symmetric, sorted indices, no
+    duplicates.
+    """
+    a = without_self_loops(symmetrize(sp.csr_array(adj, dtype=np.float64)))
+    n = a.shape[0]
+    a = a + sp.eye_array(n, dtype=np.float64, format="csr")
+    deg = np.asarray(a.sum(axis=1)).ravel()
+    dinv = np.where(deg > 0, 1.0 / np.sqrt(np.where(deg > 0, deg, 1.0)), 0.0)
+    d = sp.diags_array(dinv)
+    out = sp.csr_array(d @ a @ d, dtype=dtype)
+    out.sum_duplicates()
+    out.sort_indices()
+    return out
+
+
+def neighbour_pattern(adj):
+    """GraphSAGE's neighbour graph: the pattern of ``A'`` (symmetrised, no self-loops). Local, pure.
+
+    GraphSAGE aggregates over neighbours and keeps the root term separate
+    (Hamilton, Ying, Leskovec, *Inductive Representation Learning on Large
+    Graphs*, NeurIPS 2017), so stored self-loops are dropped; an undirected
+    model on a directed file uses ``A ∪ Aᵀ``.  Weights are dropped too: the
+    samplers and :func:`mean_adjacency` see an unweighted graph.
+
+    Returns
+    -------
+    scipy.sparse.csr_array of float64 ones, symmetric, sorted indices, no
+    explicit zeros.
+    """
+    out = without_self_loops(symmetrize(sp.csr_array(adj, dtype=np.float64)))
+    out.eliminate_zeros()
+    out.data[:] = 1.0
+    return out
+
+
+def mean_adjacency(pattern, dtype=np.float32):
+    """The mean aggregator ``D^-1 S`` of a pattern ``S``: row i holds ``1 / deg(i)`` at its entries. Local, pure.
+
+    ``deg(i)`` is the number of stored entries of row ``i`` (the values of
+    ``pattern`` are ignored), so pass a canonical pattern such as
+    :func:`neighbour_pattern` returns.  An empty row stays empty.
+    ``1 / deg`` is computed in float64 and rounded once to ``dtype``.
+
+    Returns
+    -------
+    scipy.sparse.csr_array of ``dtype`` with ``pattern``'s structure (new
+    index arrays).
+    """
+    a = sp.csr_array(pattern)
+    deg = np.diff(a.indptr)
+    inv = 1.0 / np.maximum(deg, 1)
+    out = sp.csr_array((np.repeat(inv, deg), a.indices.copy(), a.indptr.copy()), shape=a.shape)
+    return out.astype(dtype)
+
+
+def symmetric_pattern(adj):
+    """The pattern of ``A + Aᵀ`` without the diagonal: METIS's input and the edge-cut graph. Local, pure.
+
+    Unlike :func:`neighbour_pattern` the two directions are *added*: a pair
+    whose weights cancel (``a_uv = -a_vu``) is no edge, while a pair with
+    only negative weights is one.  The two agree on every graph with
+    non-negative weights.
+
+    Returns
+    -------
+    scipy.sparse.csr_array of int8 ones, symmetric, sorted indices.
+    """
+    S = (adj + adj.T).tocsr()
+    S.setdiag(0)
+    S.eliminate_zeros()
+    S.sort_indices()
+    S.data = np.ones(S.nnz, dtype=np.int8)
+    return S
+
+
+def row_normalize_features(x, dtype=np.float32):
+    """Each feature row divided by its sum; a row summing to 0 stays 0 (no NaN). Local, pure.
+
+    Parameters
+    ----------
+    x : ndarray or scipy sparse, shape (n, d)
+        Sparse input, and dense input with at most :data:`SPARSE_DENSITY` of
+        its entries non-zero, are normalised in CSR form (no dense float64
+        temporary); other dense input densely.
+    dtype : numpy dtype
+        Of the result.  Sums and quotients are float64, rounded once to
+        ``dtype``; ``float64`` keeps them exact (for a projection that follows).
+
+    Returns
+    -------
+    ndarray (n, d) of ``dtype``, new.
+
+    Notes
+    -----
+    The row sums run over the stored entries in CSR form and over the whole
+    row (numpy's pairwise sum) in dense form.  The two orders give the same
+    float64 sum whenever every partial sum is exact: always for
+    integer-valued features (the bags of words of Planetoid and MUSAE), and
+    for float32 features (what a :class:`~spgnn.io.Graph` stores) unless a
+    row's values span more than about ``2**29 / nnz`` in magnitude.  So
+    densifying first would change at most such rows' last bits, and the sign
+    of the zeros in a row with a negative sum: in CSR form they stay +0.0,
+    in dense form ``0.0 / s`` is -0.0.
+    """
+    if not sp.issparse(x):
+        x = np.asarray(x)
+        if x.size and np.count_nonzero(x) <= SPARSE_DENSITY * x.size:
+            x = sp.csr_array(x)
+    if sp.issparse(x):
+        x = sp.csr_array(x, dtype=np.float64, copy=True)   # sum_duplicates works in place
+        x.sum_duplicates()
+        s = np.repeat(np.asarray(x.sum(axis=1)).ravel(), np.diff(x.indptr))
+        # x / s, entry by entry, exactly as the dense branch computes it
+        x.data = np.where(s != 0, x.data / np.where(s != 0, s, 1.0), 0.0)
+        return x.astype(dtype).toarray()
+    x = x.astype(np.float64)
+    s = x.sum(axis=1, keepdims=True)
+    x = np.where(s != 0, x / np.where(s != 0, s, 1.0), 0.0)
+    return x.astype(dtype, copy=False)
+
+
+def random_projection(x, dim, seed=0):
+    """``x · R`` with ``R`` (d x dim) standard Gaussian / sqrt(dim), drawn from ``default_rng([seed, 7])``. Local, pure.
+
+    Optional preprocessing for wide bag-of-words features (musae_facebook:
+    4714 columns), so that fetching rows and the first layer stay cheap.  A
+    Johnson-Lindenstrauss projection: it preserves the rows' inner products in
+    expectation.  ``R`` depends on ``seed``, ``d`` and ``dim`` only, so every
+    rank draws the same one.
+
+    Returns
+    -------
+    ndarray (n, dim) float64.
+    """
+    r = np.random.default_rng([int(seed), 7]).normal(size=(x.shape[1], int(dim)))
+    r /= np.sqrt(dim)
+    return np.asarray(x @ r, dtype=np.float64)
