@@ -44,30 +44,14 @@ from .preprocess import (mean_adjacency, neighbour_pattern, normalized_adjacency
 from .snap import load_snap_edgelist
 
 __all__ = [
-    "Graph",
-    "GraphFormatError",
-    "load_graph",
-    "load_on_root",
-    "load_adjacency",
-    "load_planetoid",
-    "load_snap_edgelist",
-    "load_jlg",
-    "load_matrix_market",
-    "load_musae",
-    "load_npz",
-    "save_npz",
-    "SUPPORTED_FORMATS",
+    # the graph type and its errors
+    "Graph", "GraphFormatError", "SUPPORTED_FORMATS",
+    # loading
+    "load_graph", "load_on_root", "load_adjacency", "load_planetoid", "load_snap_edgelist",
+    "load_jlg", "load_matrix_market", "load_musae", "load_npz", "save_npz",
     # synthetic graphs
-    "rmat",
-    "sbm",
-    "parse_generator_spec",
+    "rmat", "sbm", "parse_generator_spec",
     # preprocessing
-    "symmetrize",
-    "without_self_loops",
-    "normalized_adjacency",
-    "neighbour_pattern",
-    "mean_adjacency",
-    "symmetric_pattern",
-    "row_normalize_features",
-    "random_projection",
+    "symmetrize", "without_self_loops", "normalized_adjacency", "neighbour_pattern",
+    "mean_adjacency", "symmetric_pattern", "row_normalize_features", "random_projection",
 ]
