@@ -131,12 +131,14 @@ def neighbour_pattern(adj):
 
 
 def mean_adjacency(pattern, dtype=np.float32):
-    """The mean aggregator ``D^-1 S`` of a pattern ``S``: row i holds ``1 / deg(i)`` at its entries. Local, pure.
+    """The mean aggregator ``D^-1 S`` of a pattern ``S``. Local, pure.
 
-    ``deg(i)`` is the number of stored entries of row ``i`` (the values of
-    ``pattern`` are ignored), so pass a canonical pattern such as
-    :func:`neighbour_pattern` returns.  An empty row stays empty.
-    ``1 / deg`` is computed in float64 and rounded once to ``dtype``.
+    Row ``i`` holds ``1 / deg(i)`` at each of its entries, ``deg(i)`` being
+    the number of stored entries of row ``i`` (the values of ``pattern`` are
+    ignored, so pass a canonical pattern such as :func:`neighbour_pattern`
+    returns).  An empty row stays empty.  ``1 / deg`` is computed in float64
+    and rounded once to ``dtype``; this is GraphSAGE's mean aggregator over
+    all neighbours.
 
     Returns
     -------
@@ -151,8 +153,9 @@ def mean_adjacency(pattern, dtype=np.float32):
 
 
 def symmetric_pattern(adj):
-    """The pattern of ``A + Aᵀ`` without the diagonal: METIS's input and the edge-cut graph. Local, pure.
+    """The pattern of ``A + Aᵀ`` without the diagonal. Local, pure.
 
+    METIS's input and the graph whose edge cut the partitioners report.
     Unlike :func:`neighbour_pattern` the two directions are *added*: a pair
     whose weights cancel (``a_uv = -a_vu``) is no edge, while a pair with
     only negative weights is one.  The two agree on every graph with
@@ -217,13 +220,13 @@ def row_normalize_features(x, dtype=np.float32):
 
 
 def random_projection(x, dim, seed=0):
-    """``x · R`` with ``R`` (d x dim) standard Gaussian / sqrt(dim), drawn from ``default_rng([seed, 7])``. Local, pure.
+    """``x · R`` with ``R`` (d x dim) standard Gaussian / sqrt(dim). Local, pure.
 
     Optional preprocessing for wide bag-of-words features (musae_facebook:
     4714 columns), so that fetching rows and the first layer stay cheap.  A
     Johnson-Lindenstrauss projection: it preserves the rows' inner products in
-    expectation.  ``R`` depends on ``seed``, ``d`` and ``dim`` only, so every
-    rank draws the same one.
+    expectation.  ``R`` is drawn from ``default_rng([seed, 7])``: it depends
+    on ``seed``, ``d`` and ``dim`` only, so every rank draws the same one.
 
     Returns
     -------

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphFormatError
-from ._text import _header_like, _label, _line_of_record, _parse_table, _read_bytes, _split_head, _stem
+from ._text import (_header_like, _label, _line_of_record, _parse_table, _read_bytes, _split_head,
+                    _stem)
 from .graph import Graph, _build_adj
 
 __all__ = ["load_snap_edgelist"]

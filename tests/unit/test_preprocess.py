@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from spgnn.io import (Graph, load_adjacency, mean_adjacency, neighbour_pattern, normalized_adjacency,
-                      random_projection, row_normalize_features, symmetric_pattern, symmetrize,
-                      without_self_loops)
+from spgnn.io import (Graph, load_adjacency, mean_adjacency, neighbour_pattern,
+                      normalized_adjacency, random_projection, row_normalize_features,
+                      symmetric_pattern, symmetrize, without_self_loops)
 from spgnn.io import preprocess
 
 SEEDS = range(6)
