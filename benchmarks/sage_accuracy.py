@@ -4,7 +4,8 @@
     mpiexec -n 4 python benchmarks/sage_accuracy.py --dataset cora --sampler ladies --seeds 5
     mpiexec -n 4 python benchmarks/sage_accuracy.py --dataset facebook --seeds 3 --epochs 10
 
-Runs in this process (one ``train_sage`` per seed, on ``Communicator.world()``)
+Runs in this process (the ``train`` command's function once per seed, on
+``Communicator.world()``)
 with the defaults of ``python -m spgnn train --model sage`` unless told
 otherwise: 3 SAGEConv (mean) layers, fanout 15,10,5 (LADIES:
 ``--ladies-size`` vertices per layer, default the batch size), batch 512,
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from spgnn import Communicator  # noqa: E402
-from spgnn.gnn.minibatch import train_sage  # noqa: E402
+from spgnn.cli import train as cli_train  # noqa: E402
 from spgnn.testing.data import shared_data_path  # noqa: E402
 
 DATASETS = {"cora": ("planetoid", "cora", None, 0), "facebook": ("musae_facebook", None, "0.6:0.2", 256)}
@@ -63,18 +64,27 @@ def main():
     args = ap.parse_args()
     folder, name, split, dim = DATASETS[args.dataset]
     comm = Communicator.world()
+    parser = argparse.ArgumentParser()
+    cli_train.add_parser(parser.add_subparsers())
+    feature_dim = dim if args.feature_dim is None else (args.feature_dim or None)
     runs = []
     for seed in range(args.seeds):
-        ns = argparse.Namespace(
-            graph=str(shared_data_path(folder)), name=name, split=split, sampler=args.sampler,
-            batch_size=args.batch_size, fanout=args.fanout, bulk=args.bulk, hidden=args.hidden,
-            lr=args.lr, weight_decay=args.weight_decay, dropout=args.dropout,
-            input_dropout=args.input_dropout, epochs=args.epochs, seed=seed,
-            partition_mode=args.partition_mode, replication=args.replication,
-            ladies_size=args.ladies_size, eval_every=args.eval_every,
-            model_selection=args.model_selection, json=True,
-            feature_dim=dim if args.feature_dim is None else (args.feature_dim or None))
-        r = train_sage(ns, comm)
+        argv = ["train", "--graph", str(shared_data_path(folder)), "--model", "sage",
+                "--sampler", args.sampler, "--batch-size", str(args.batch_size),
+                "--fanout", args.fanout, "--bulk", str(args.bulk), "--hidden", str(args.hidden),
+                "--lr", str(args.lr), "--weight-decay", str(args.weight_decay),
+                "--dropout", str(args.dropout), "--input-dropout", str(args.input_dropout),
+                "--epochs", str(args.epochs), "--seed", str(seed),
+                "--partition-mode", args.partition_mode, "--replication", str(args.replication),
+                "--eval-every", str(args.eval_every), "--model-selection", args.model_selection,
+                "--json", "--no-progress"]
+        argv += ["--name", name] if name else []
+        argv += ["--split", split] if split else []
+        argv += ["--ladies-size", str(args.ladies_size)] if args.ladies_size else []
+        argv += ["--feature-dim", str(feature_dim)] if feature_dim else []
+        ns = parser.parse_args(argv)
+        cli_train.apply_model_defaults(ns)
+        r = cli_train.train(comm, ns)
         runs.append(r)
         if comm.rank == 0:
             print(json.dumps(r), flush=True)

@@ -24,12 +24,14 @@ def main(argv=None):
         # rank raises together (Communicator.agree) is printed once and every
         # rank exits; one raised by a rank alone aborts the job so that no
         # rank is left waiting in a collective.
-        from .comm.communicator import abort_if_parallel, is_agreed_on_world
+        from .comm.communicator import abort_if_parallel, finalize_world, is_agreed_on_world
 
         agreed = is_agreed_on_world(exc)
         if not agreed or _world_rank() == 0:
             print(f"spgnn {args.command}: error: {exc}", file=sys.stderr, flush=True)
-        if not agreed:
+        if agreed:
+            finalize_world()          # every rank exits with 2; nothing aborts
+        else:
             abort_if_parallel(2)
         return 2
 

@@ -1,82 +1,116 @@
 """``mpiexec -n P python -m spgnn train``: GNN training on a real or generated graph.
 
-``--model gcn`` (default) trains a full-graph GCN, as below; ``--model sage``
-trains GraphSAGE on sampled minibatches (:func:`spgnn.gnn.minibatch.train_sage`,
-docs/sage_training.md) with the same progress bar, ``--json``,
-``--checkpoint``/``--resume`` and ``--save-weights`` contract.
+A thin driver over :mod:`spgnn.gnn`: ``--model`` names an entry of
+:data:`spgnn.gnn.MODELS` (``gcn``: full-graph GCN on ``--algo``; ``sage``:
+GraphSAGE on sampled minibatches, docs/sage_training.md), and every model
+runs through the same steps:
 
-Rank 0 loads the graph (any format :func:`spgnn.io.load_graph` reads, or a
-generator spec such as ``sbm:300:3:0``), adds a random split when the graph
-has none (``--split``), and :meth:`DistGraph.from_graph
-<spgnn.gnn.data.DistGraph.from_graph>` normalises, partitions and scatters
-it for ``--algo``.  Then ``--epochs`` epochs of Kipf & Welling's GCN with Adam
-(weight decay on the first layer only) and one evaluation at the end, as in
-the 200-epoch protocol of the paper (no early stopping).
+1. rank 0 loads the graph (any format :func:`spgnn.io.load_graph` reads, or a
+   generator spec such as ``sbm:300:3:0``), adds a random split when the
+   graph has none (``--split``) and optionally projects wide features
+   (``--feature-dim``);
+2. the graph is distributed for the model's training (a
+   :class:`~spgnn.gnn.DistGraph` for ``--algo``, or a
+   :class:`~spgnn.gnn.MinibatchGraph`), the model built from its registry
+   entry, Adam (L2 weight decay as the model's ``param_groups`` says);
+3. ``--resume DIR`` restores the newest intact checkpoint;
+4. :meth:`Trainer.fit <spgnn.gnn.Trainer.fit>` runs the epochs with hooks:
+   metrics, evaluation with model selection (``--eval-every``,
+   ``--model-selection``), a tqdm bar on rank 0 (stderr; ``--no-progress``
+   hides it), checkpoints every ``--every`` epochs (``--checkpoint DIR``);
+5. a final evaluation, ``--save-weights FILE`` (the global parameters as npz,
+   written by rank 0), and the report: aligned ``key value`` lines, or one
+   JSON object with ``--json``.
 
-* Progress: a tqdm bar on rank 0 (stderr) with the loss, the training
-  accuracy and the bytes all ranks sent in the epoch (``--no-progress`` hides it).
-* ``--json``: one JSON object on rank 0's stdout (see :func:`train`).
-* ``--checkpoint DIR --every K``: after every K-th epoch the state of every
-  rank (model blocks, Adam moments and step, epoch counter, dropout seed: the
-  masks are counter-based, so the RNG state is the pair ``(seed, epoch)``) is
-  gathered and written by rank 0 with :func:`spgnn.checkpoint.save_checkpoint`
-  (temporary file, fsync, rename: a crash mid-write leaves the previous
-  checkpoint intact).
-* ``--resume DIR`` continues from the newest intact checkpoint; the run ends
-  with exactly the weights of an uninterrupted run.  The checkpoint must come
-  from the same configuration (graph, algorithm, ranks, model, optimizer).
-* ``--save-weights FILE``: the final parameters, assembled on rank 0, as npz.
+Checkpoints hold everything a bit-identical resume needs (parameters,
+optimizer state, epoch counter, seed: dropout masks, permutations and
+samples are keyed by ``(seed, epoch)``, so that pair is the whole random
+state, plus the model-selection state and the per-epoch history); a
+resumed run ends with exactly the weights of an uninterrupted one.  The
+checkpoint must come from the same configuration.
 
 Errors in the arguments are reported on every rank before any
 communication; a graph that cannot be loaded raises on every rank
 (``Communicator.agree``).
 """
 
-import sys
+import dataclasses
 import time
 
 import numpy as np
 
 from . import print_result
 
-from .spmm import ALGORITHMS
+# MERGE: replaced by core.spmm's algorithm list, grid's parser and partition's registry
+GNN_ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
+PARTITIONERS = ("none", "random", "metis", "balanced")
 
-PARTITIONS = ("none", "random", "metis", "balanced")
+
+def parse_grid_shape(text, p, ndim=3, what="grid"):
+    try:
+        grid = tuple(int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"{what} must look like 2x2x1, but got {text!r}") from None
+    if len(grid) != ndim or min(grid) < 1 or int(np.prod(grid)) != p:
+        raise ValueError(f"{what} needs three positive factors whose product is the {p} "
+                         f"ranks, but got {text!r}")
+    return grid
+
 DTYPES = ("float32", "float64")
 
-#: Options that must match between a checkpoint and the run resuming it.
+#: Options that must match between a checkpoint and the run resuming it
+#: (plus the model's own options and the rank count).
 _CONFIG_KEYS = ("graph", "name", "model", "algo", "partition", "hidden", "layers", "lr",
                 "weight_decay", "dropout", "bias", "replication", "grid", "dtype", "seed",
-                "split", "split_seed", "ranks")
+                "split", "split_seed", "feature_dim")
+_MINIBATCH_CONFIG_KEYS = ("sampler", "batch_size", "fanout", "bulk", "partition_mode",
+                          "frontier")
+
+
+def _models():
+    from ..gnn.registry import MODELS
+
+    return MODELS
 
 
 def add_parser(sub):
-    p = sub.add_parser("train", help="train a GCN on a graph (full batch) and report accuracy, "
-                                     "time and bytes per epoch")
+    models = _models()
+    p = sub.add_parser("train", help="train a GNN on a graph and report accuracy, time and "
+                                     "bytes per epoch")
     p.add_argument("--graph", required=True, help="graph file or folder, or generator spec "
                                                   "(sbm:300:3:0)")
     p.add_argument("--name", default=None, help="dataset in a folder holding several (cora)")
-    p.add_argument("--model", default="gcn", choices=("gcn", "sage"),
-                   help="gcn: full-graph GCN; sage: GraphSAGE on sampled minibatches")
-    p.add_argument("--algo", default="1d-aware", choices=ALGORITHMS)
-    p.add_argument("--partition", default="none", choices=PARTITIONS)
-    p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms (default 2)")
+    p.add_argument("--model", default="gcn", choices=tuple(models),
+                   help="; ".join(f"{n}: {s.help}" for n, s in models.items()))
+    p.add_argument("--algo", default="1d-aware", choices=GNN_ALGORITHMS)
+    p.add_argument("--partition", default="none", choices=tuple(PARTITIONERS))
+    p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms and "
+                                                              "partitioned sampling (default 2)")
     p.add_argument("--grid", default=None, help="XxYxZ for 3d (default: the most cubic)")
     p.add_argument("--backend", default=None, help="numpy | numba (default numba)")
     p.add_argument("--dtype", default="float32", choices=DTYPES)
-    p.add_argument("--epochs", type=int, default=None, help="default 200 (gcn), 50 (sage)")
-    p.add_argument("--hidden", type=int, default=None, help="default 16 (gcn), 64 (sage)")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="default: " + ", ".join(f"{s.defaults['epochs']} ({n})"
+                                                for n, s in models.items()))
+    p.add_argument("--hidden", type=int, default=None,
+                   help="default: " + ", ".join(f"{s.defaults['hidden']} ({n})"
+                                                for n, s in models.items()))
     p.add_argument("--layers", type=int, default=2, help="graph convolutions (default 2)")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--weight-decay", type=float, default=5e-4,
                    help="L2 on the first layer's weight (Kipf & Welling)")
-    p.add_argument("--dropout", type=float, default=None, help="default 0.5 (gcn), 0.6 (sage)")
+    p.add_argument("--dropout", type=float, default=None,
+                   help="default: " + ", ".join(f"{s.defaults['dropout']} ({n})"
+                                                for n, s in models.items()))
     p.add_argument("--bias", action="store_true", help="biases in the convolutions (Kipf: none)")
     p.add_argument("--seed", type=int, default=0, help="initialisation, dropout and partition seed")
     p.add_argument("--split", default=None,
                    help="TRAIN:VAL fractions of a random stratified split (default: the graph's "
                         "own split, or 0.6:0.2 when it has none)")
     p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--feature-dim", type=int, default=None, metavar="D",
+                   help="project the row-normalised features to D columns (Gaussian random "
+                        "projection, then each column standardised)")
     p.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="write a checkpoint into DIR every --every epochs")
     p.add_argument("--every", type=int, default=10, metavar="K")
@@ -94,6 +128,8 @@ def add_parser(sub):
     sage.add_argument("--partition-mode", default="replicated",
                       choices=("replicated", "partitioned"),
                       help="graph replicated on every rank, or split over a P/c x c grid")
+    sage.add_argument("--frontier", default="unique", choices=("unique", "tree"),
+                      help="GraphSAGE frontier (default unique)")
     sage.add_argument("--ladies-size", type=int, default=None,
                       help="vertices LADIES samples per layer (default: --batch-size)")
     sage.add_argument("--input-dropout", type=float, default=None,
@@ -124,57 +160,97 @@ def _parse_split(text):
     return train, val
 
 
-def _parse_grid(text, p):
-    if text is None:
-        return None
+def _parse_fanout(value):
     try:
-        grid = tuple(int(v) for v in text.lower().split("x"))
+        out = tuple(int(v) for v in str(value).replace(" ", "").split(",") if v)
     except ValueError:
-        raise ValueError(f"train: --grid must look like 2x2x1, but got {text!r}") from None
-    if len(grid) != 3 or min(grid) < 1 or int(np.prod(grid)) != p:
-        raise ValueError(f"train: --grid needs three positive factors whose product is the {p} "
-                         f"ranks, but got {text!r}")
-    return grid
+        raise ValueError(f"train: --fanout must look like 15,10,5, but got {value!r}") from None
+    if not out or min(out) < 1:
+        raise ValueError(f"train: --fanout needs positive ints, but got {value!r}")
+    return out
+
+
+def apply_model_defaults(args):
+    """Fill the options the user left out with the model's defaults; refuse options of other
+    models. Local (every rank, before MPI starts)."""
+    spec = _models()[args.model]
+    for key, value in spec.defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    others = {o for s in _models().values() for o in s.options} - set(spec.options)
+    given = [f"--{k.replace('_', '-')}" for k in sorted(others) if getattr(args, k) is not None]
+    if given:
+        owners = sorted(n for n, s in _models().items() if set(s.options) & others)
+        raise ValueError(f"train: {', '.join(given)} only apply to "
+                         f"{' or '.join('--model ' + n for n in owners)}")
+    if spec.training == "minibatch":
+        if args.model_selection == "best-val" and not args.eval_every:
+            raise ValueError("train: --model-selection best-val needs --eval-every >= 1")
 
 
 def check_args(args, p):
     """Raise ValueError for arguments every rank can judge alone (no communication)."""
+    spec = _models()[args.model]
     if args.epochs < 0:
         raise ValueError(f"train: --epochs must be >= 0, but got {args.epochs}")
     if args.hidden < 1 or args.layers < 1:
         raise ValueError(f"train: --hidden and --layers must be >= 1, but got {args.hidden} and "
                          f"{args.layers}")
-    if not args.lr > 0 or args.weight_decay < 0:
+    if not args.lr > 0 or not args.weight_decay >= 0:
         raise ValueError(f"train: --lr must be > 0 and --weight-decay >= 0, but got {args.lr} "
                          f"and {args.weight_decay}")
     if not 0 <= args.dropout < 1:
         raise ValueError(f"train: --dropout must lie in [0, 1), but got {args.dropout}")
     if args.every < 1:
         raise ValueError(f"train: --every must be >= 1, but got {args.every}")
-    if args.algo in ("15d", "15d-aware") and (args.replication < 1 or p % args.replication):
-        raise ValueError(f"train: --replication must divide the {p} ranks, but got "
-                         f"{args.replication}")
-    if args.grid is not None and args.algo != "3d":
-        raise ValueError("train: --grid applies to --algo 3d only")
+    if args.feature_dim is not None and args.feature_dim < 1:
+        raise ValueError(f"train: --feature-dim must be >= 1, but got {args.feature_dim}")
     if args.backend is not None:
-        from spgnn.backends import get_backend
+        from ..backends import get_backend
 
         get_backend(args.backend)          # unknown or unavailable: raises the same everywhere
     _parse_split(args.split)
-    _parse_grid(args.grid, p)
+    if spec.training == "full-graph":
+        if args.algo in ("15d", "15d-aware") and (args.replication < 1 or p % args.replication):
+            raise ValueError(f"train: --replication must divide the {p} ranks, but got "
+                             f"{args.replication}")
+        if args.grid is not None and args.algo != "3d":
+            raise ValueError("train: --grid applies to --algo 3d only")
+        if args.grid is not None:
+            parse_grid_shape(args.grid, p, ndim=3, what="train: --grid")
+        return
+    _parse_fanout(args.fanout)
+    if args.batch_size < 1 or args.bulk < 1:
+        raise ValueError(f"train: --batch-size and --bulk must be >= 1, but got "
+                         f"{args.batch_size} and {args.bulk}")
+    if not 0 <= args.input_dropout < 1:
+        raise ValueError(f"train: --input-dropout must lie in [0, 1), but got "
+                         f"input_dropout={args.input_dropout}")
+    if args.eval_every < 0:
+        raise ValueError(f"train: --eval-every must be >= 0, but got {args.eval_every}")
+    if args.ladies_size is not None and args.ladies_size < 1:
+        raise ValueError(f"train: --ladies-size must be >= 1, but got {args.ladies_size}")
+    if args.partition_mode == "partitioned" and (args.replication < 1 or p % args.replication):
+        raise ValueError(f"train: --replication {args.replication} must divide the {p} ranks")
 
 
 def _config(args, p):
-    cfg = {k: getattr(args, k) for k in _CONFIG_KEYS if k != "ranks"}
+    spec = _models()[args.model]
+    keys = _CONFIG_KEYS + ((_MINIBATCH_CONFIG_KEYS + spec.options)
+                           if spec.training == "minibatch" else ())
+    cfg = {k: getattr(args, k) for k in keys}
     cfg["graph"] = str(args.graph)
+    if spec.training == "minibatch":
+        cfg["fanout"] = list(_parse_fanout(args.fanout))
     cfg["ranks"] = p
     return cfg
 
 
-# ------------------------------------------------------------------ pieces
-def _load_root(args):
-    """Rank 0: the graph with a split."""
-    from spgnn.io import load_graph
+# ------------------------------------------------------------------ loading
+def load_root(args):
+    """Rank 0: the graph with a split, its features projected when asked. Local."""
+    from ..io import load_graph
+    from ..io.preprocess import random_projection, row_normalize_features
 
     graph = load_graph(args.graph, name=args.name)
     split = _parse_split(args.split)
@@ -182,173 +258,210 @@ def _load_root(args):
         split = (0.6, 0.2)
     if split is not None:
         graph = graph.random_split(*split, seed=args.split_seed)
+    if args.feature_dim:
+        # project the row-normalised features, then standardise each column:
+        # projected rows hold both signs (row-normalising them again would
+        # divide by sums near 0) and are small (~1/sqrt(words per row))
+        z = random_projection(row_normalize_features(graph.features, np.float64),
+                              args.feature_dim, args.seed)
+        z -= z.mean(axis=0)
+        z /= np.where(z.std(axis=0) > 0, z.std(axis=0), 1.0)
+        graph = dataclasses.replace(graph, features=z)
     return graph
 
 
-def _gather_state(comm, trainer):
-    """Every rank's :meth:`Trainer.state_dict`, on every rank (rank 0 writes them). Collective."""
-    return comm.allgather_obj(trainer.state_dict(), label="train:checkpoint")
+# ------------------------------------------------------------------ building
+def _options(args):
+    o = vars(args).copy()
+    if o.get("fanout") is not None:
+        o["fanout"] = _parse_fanout(o["fanout"])
+    return o
 
 
-def _save(comm, directory, trainer, cfg, history):
-    from spgnn.checkpoint import save_checkpoint_collective
+def _build_full_graph(comm, args, graph, spec):
+    from ..gnn import Adam, DistGraph, Trainer
 
-    states = _gather_state(comm, trainer)
-    state = {"format": "spgnn-train", "config": cfg, "epoch": trainer.epoch,
-             # The dropout masks are a pure function of (seed, epoch, layer,
-             # node, column): this pair is the whole RNG state.
-             "rng": {"kind": "counter-based splitmix64", "seed": trainer.seed,
-                     "epoch": trainer.epoch},
-             "ranks": states, "history": history}
-    save_checkpoint_collective(comm, directory, state if comm.rank == 0 else None,
-                               step=trainer.epoch)
+    kw = {}
+    if args.algo == "3d" and args.grid:
+        kw["grid"] = parse_grid_shape(args.grid, comm.size, ndim=3, what="train: --grid")
+    dg = DistGraph.from_graph(graph, comm, algorithm=args.algo, partition=args.partition,
+                              replication=args.replication, backend=args.backend,
+                              seed=args.seed, dtype=np.dtype(args.dtype),
+                              normalize_features=not args.feature_dim, **kw)
+    model = spec.build(dg.num_features, dg.num_classes, _options(args))
+    trainer = Trainer(model, dg, Adam(model.param_groups(args.weight_decay), lr=args.lr))
+    return trainer, args.algo
 
 
-def _resume(comm, directory, trainer, cfg):
-    from spgnn.checkpoint import load_training_state
+def _build_minibatch(comm, args, graph, spec):
+    from ..gnn import Adam, MinibatchGraph, MinibatchTrainer
+    from ..sampling import GraphSAGESampler, LADIESSampler
 
-    state = load_training_state(comm, directory, "spgnn-train", cfg)
-    trainer.load_state_dict(state["ranks"][comm.rank])
-    return list(state.get("history", []))
+    fanout = _parse_fanout(args.fanout)
+    c = args.replication if args.partition_mode == "partitioned" else 1
+    dtype = np.dtype(args.dtype)
+    mg = MinibatchGraph.from_graph(graph, comm, mode=args.partition_mode, replication=c, root=0,
+                                   dtype=dtype, backend=args.backend,
+                                   normalize_features=not args.feature_dim)
+    if args.sampler == "sage":
+        sampler = GraphSAGESampler(fanout, frontier=args.frontier, include_dst=True,
+                                   seed=args.seed)
+    else:
+        sampler = LADIESSampler((args.ladies_size or args.batch_size,) * len(fanout),
+                                seed=args.seed)
+    model = spec.build(mg.num_features, mg.num_classes, _options(args))
+    opt = Adam(model.param_groups(args.weight_decay), lr=args.lr)
+    trainer = MinibatchTrainer(model, mg, sampler, opt, batch_size=args.batch_size,
+                               bulk=args.bulk, seed=args.seed, dtype=dtype)
+    return trainer, f"{args.model}-minibatch"
 
 
 def _save_weights(comm, path, model):
     """Assemble every parameter (collective) and write them from rank 0."""
-    from spgnn.checkpoint import write_npz_atomic
+    from ..checkpoint import write_npz_atomic
 
     arrays = {name: p.to_global() for name, p in model.named_parameters()}
     if comm.rank == 0:
         write_npz_atomic(path, arrays)
 
 
+# ------------------------------------------------------------------ the run
 def train(comm, args):
-    """Run the command's training on ``comm`` and return its result dict (on every rank).
+    """Run the command's training on ``comm``; the result dict on every rank.
 
+    ``args`` is the parsed command line (:func:`apply_model_defaults` applied).
     Collective over ``comm``.
 
     Returns
     -------
     dict
-        ``test_acc``, ``val_acc``, ``train_acc`` (evaluation mode, after the
-        last epoch), ``final_loss`` (training loss of the last epoch),
-        ``epochs`` (epochs trained in total, resumed ones included),
-        ``loss_history`` (the training loss of each epoch of this run),
+        ``test_acc``, ``val_acc``, ``train_acc`` (evaluation mode, the
+        reported model), ``test_loss``, ``val_loss``, ``final_loss`` (training
+        loss of the last epoch), ``loss_history`` (the training loss of each
+        epoch of this run), ``epochs`` (in total, resumed ones included),
+        ``epochs_this_run``, ``resumed_from`` (epoch, or None),
         ``seconds_per_epoch`` (mean over this run's epochs after the first,
         slowest rank; the first, which loads compiled kernels, is
-        ``first_epoch_seconds``), ``bytes_per_epoch`` (bytes sent by all
-        ranks together in one training epoch, from the ledger; the same in
-        every epoch), ``bytes_per_epoch_max_rank``, ``setup_seconds``,
-        ``algorithm``, ``ranks``, ``graph``, ``seed``, ``resumed_from``
-        (epoch, or None), ``history`` is not included (see ``--json``).
+        ``first_epoch_seconds``), ``setup_seconds``, ``bytes_per_epoch``
+        (bytes all ranks sent in the last epoch, from the ledger),
+        ``bytes_per_epoch_constant``, ``bytes_per_epoch_max_rank``,
+        ``algorithm``, ``model``, ``ranks``, ``graph``, ``seed``, ``n``,
+        ``features``, ``classes``; full-graph models also ``partition``,
+        ``hidden``, ``layers``, ``dtype``, ``sparse_features``; minibatch
+        models ``sampler``, ``fanout``, ``batch_size``, ``bulk``,
+        ``partition_mode``, ``replication``, ``steps_per_epoch``,
+        ``fetch_bytes_per_epoch``, ``model_selection``,
+        ``last_epoch_test_acc``, ``last_epoch_val_acc``, ``best_val_acc``,
+        ``test_acc_at_best_val``, ``best_epoch``.
     """
-    from spgnn.gnn import GCN, Adam, DistGraph, Trainer
-    from spgnn.io import load_on_root
+    from ..checkpoint import load_training_state
+    from ..gnn import Checkpoint, EvaluateEvery, Metrics, ProgressBar
+    from ..io import load_on_root
 
+    spec = _models()[args.model]
     p = comm.size
-    check_args(args, p)
+    try:
+        check_args(args, p)
+        err = None
+    except (ValueError, TypeError) as exc:
+        err = exc
+    # every rank judges the arguments alike: agreeing (one tiny all-reduce)
+    # makes the error one clean message from rank 0 instead of an MPI_Abort
+    comm.agree(err)
     cfg = _config(args, p)
     t_setup = time.perf_counter()
-    graph = load_on_root(comm, lambda: _load_root(args))   # a bad path raises on every rank
-    kw = {}
-    if args.algo == "3d" and args.grid:
-        kw["grid"] = _parse_grid(args.grid, p)
-    dg = DistGraph.from_graph(graph, comm, algorithm=args.algo, partition=args.partition,
-                              replication=args.replication, backend=args.backend,
-                              seed=args.seed, dtype=np.dtype(args.dtype), **kw)
+    graph = load_on_root(comm, lambda: load_root(args))     # a bad path raises on every rank
+    build = _build_full_graph if spec.training == "full-graph" else _build_minibatch
+    trainer, algorithm = build(comm, args, graph, spec)
     name = comm.bcast_obj(graph.name if graph is not None else None, root=0, label="train:meta")
     del graph
-    model = GCN(dg.num_features, args.hidden, dg.num_classes, layers=args.layers,
-                dropout=args.dropout, seed=args.seed, bias=args.bias)
-    trainer = Trainer(model, dg, Adam(model.param_groups(args.weight_decay), lr=args.lr))
-    history = []          # per epoch: [loss, train_acc, bytes of all ranks]
-    resumed_from = None
+    minibatch = spec.training == "minibatch"
+    selection = EvaluateEvery(args.eval_every, args.model_selection) \
+        if minibatch and args.eval_every else None
+    history, resumed_from = [], None
     if args.resume:
-        history = _resume(comm, args.resume, trainer, cfg)
+        state = load_training_state(comm, args.resume, spec.checkpoint_format, cfg,
+                                    f"--model {spec.name} training")
+        trainer.restore_state(state["trainer"])
+        history = state.get("history", [])
+        if selection is not None and state.get("selection"):
+            selection.best = dict(state["selection"]["best"])
+            selection.best_state = state["selection"]["best_state"]
         resumed_from = trainer.epoch
+    metrics = Metrics(history)
+
+    def checkpoint_state(tr):
+        return {"format": spec.checkpoint_format, "config": cfg, "epoch": tr.epoch,
+                "rng": {"kind": "counter-based, keyed by (seed, epoch)", "seed": tr.seed,
+                        "epoch": tr.epoch},
+                "trainer": tr.gather_state(), "history": metrics.history,
+                "selection": None if selection is None else
+                {"best": selection.best, "best_state": selection.best_state}}
+
+    hooks = [metrics] + ([selection] if selection is not None else [])
+    if not args.no_progress:
+        hooks.append(ProgressBar(args.epochs, f"{name} {algorithm} P={p}"))
     ckpt_dir = args.checkpoint or args.resume
+    if ckpt_dir:
+        hooks.append(Checkpoint(ckpt_dir, args.every, checkpoint_state))
     setup_seconds = time.perf_counter() - t_setup
-
-    bar = None
-    if comm.rank == 0 and not args.no_progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=args.epochs, initial=min(trainer.epoch, args.epochs), unit="epoch",
-                   file=sys.stderr, desc=f"{name} {args.algo} P={p}", dynamic_ncols=True)
-    times, mine, losses = [], [], []
-    while trainer.epoch < args.epochs:
-        t0 = time.perf_counter()
-        rec = trainer.train_epoch()
-        times.append(time.perf_counter() - t0)
-        mine.append(rec["bytes"])
-        losses.append(float(rec["loss"]))
-        total = int(comm.allreduce(np.array([rec["bytes"]], dtype=np.int64),
-                                   label="train:report")[0])
-        history.append([float(rec["loss"]), float(rec["train_acc"]), total])
-        if bar is not None:
-            bar.set_postfix(loss=f"{rec['loss']:.4f}", acc=f"{rec['train_acc']:.3f}",
-                            bytes=f"{total:,}", refresh=False)
-            bar.update(1)
-        if ckpt_dir and trainer.epoch % args.every == 0:
-            _save(comm, ckpt_dir, trainer, cfg, history)
-    if bar is not None:
-        bar.close()
-    ev = trainer.evaluate()
+    trainer.fit(max(0, args.epochs - trainer.epoch), evaluate=False, hooks=hooks)
+    last_ev = trainer.evaluate()
+    restored = selection is not None and selection.restore_best(trainer)
+    ev = trainer.evaluate() if restored else last_ev
     if args.save_weights:
-        _save_weights(comm, args.save_weights, model)
+        _save_weights(comm, args.save_weights, trainer.model)
 
     # Slowest rank's epoch times; the first epoch of a run loads the kernels.
-    t = np.asarray(times, dtype=np.float64)
+    t = np.asarray(metrics.seconds, dtype=np.float64)
     steady = t[1:] if t.size > 1 else t
     red = comm.allreduce(np.array([steady.sum(), t[:1].sum()]), op="max", label="train:report")
-    per_rank = comm.allgather_obj(int(mine[-1]) if mine else 0, label="train:report")
-    bytes_epoch = [h[2] for h in history]
-    return {"graph": name, "ranks": p, "algorithm": args.algo, "partition": args.partition,
-            "model": args.model, "hidden": args.hidden, "layers": args.layers,
-            "dtype": args.dtype, "seed": args.seed,
-            "n": dg.num_nodes, "features": dg.num_features, "classes": dg.num_classes,
-            "sparse_features": type(dg.features).__name__ == "SparseBackedMatrix",
-            "epochs": trainer.epoch, "epochs_this_run": len(times), "resumed_from": resumed_from,
-            "test_acc": ev["test_acc"], "val_acc": ev["val_acc"], "train_acc": ev["train_acc"],
-            "test_loss": ev["test_loss"], "val_loss": ev["val_loss"],
-            "final_loss": history[-1][0] if history else None,
-            "loss_history": losses,
-            "seconds_per_epoch": float(red[0] / steady.size) if steady.size else None,
-            "first_epoch_seconds": float(red[1]) if times else None,
-            "setup_seconds": setup_seconds,
-            "bytes_per_epoch": int(bytes_epoch[-1]) if bytes_epoch else 0,
-            "bytes_per_epoch_constant": len(set(bytes_epoch)) <= 1,
-            "bytes_per_epoch_max_rank": max(per_rank)}
-
-
-def _apply_model_defaults(args):
-    # sage: input dropout, dropout 0.6 and model selection on the validation
-    # set were chosen on Cora's validation accuracy (docs/sage_training.md)
-    defaults = {"gcn": {"epochs": 200, "hidden": 16, "dropout": 0.5},
-                "sage": {"epochs": 50, "hidden": 64, "dropout": 0.6, "input_dropout": 0.5,
-                         "eval_every": 1, "model_selection": "best-val"}}
-    for key, value in defaults[args.model].items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-    if args.model == "sage" and args.model_selection == "best-val" and not args.eval_every:
-        raise ValueError("train: --model-selection best-val needs --eval-every >= 1")
-    if args.model == "gcn":
-        given = [f"--{k.replace('_', '-')}" for k in ("ladies_size", "input_dropout", "eval_every",
-                                                      "model_selection")
-                 if getattr(args, k) is not None]
-        if given:
-            raise ValueError(f"train: {', '.join(given)} only apply to --model sage")
+    per_rank = comm.allgather_obj(metrics.bytes[-1] if metrics.bytes else 0,
+                                  label="train:report")
+    bytes_epoch = [h[2] for h in metrics.history]
+    g = trainer.graph
+    out = {"graph": name, "ranks": p, "algorithm": algorithm, "model": args.model,
+           "seed": args.seed, "n": trainer.eval_graph.num_nodes,
+           "features": trainer.eval_graph.num_features,
+           "classes": trainer.eval_graph.num_classes,
+           "epochs": trainer.epoch, "epochs_this_run": len(metrics.seconds),
+           "resumed_from": resumed_from,
+           "test_acc": ev["test_acc"], "val_acc": ev["val_acc"], "train_acc": ev["train_acc"],
+           "test_loss": ev["test_loss"], "val_loss": ev["val_loss"],
+           "final_loss": metrics.history[-1][0] if metrics.history else None,
+           "loss_history": metrics.losses,
+           "seconds_per_epoch": float(red[0] / steady.size) if steady.size else None,
+           "first_epoch_seconds": float(red[1]) if t.size else None,
+           "setup_seconds": setup_seconds,
+           "bytes_per_epoch": int(bytes_epoch[-1]) if bytes_epoch else 0,
+           "bytes_per_epoch_constant": len(set(bytes_epoch)) <= 1,
+           "bytes_per_epoch_max_rank": max(per_rank)}
+    if not minibatch:
+        out.update({"partition": args.partition, "hidden": args.hidden, "layers": args.layers,
+                    "dtype": args.dtype,
+                    "sparse_features": type(g.features).__name__ == "SparseBackedMatrix"})
+        return out
+    last = metrics.last or {"fetch_bytes": 0}
+    fetch = int(comm.allreduce(np.array([last.get("fetch_bytes", 0)], dtype=np.int64),
+                               label="train:report")[0])
+    best = selection.best if selection is not None else \
+        {"best_val_acc": None, "test_acc_at_best_val": None, "best_epoch": None}
+    out.update({"sampler": args.sampler, "fanout": list(_parse_fanout(args.fanout)),
+                "batch_size": args.batch_size, "bulk": args.bulk,
+                "partition_mode": args.partition_mode, "replication": g.replication,
+                "hidden": args.hidden, "steps_per_epoch": int(trainer.schedule().shape[0]),
+                "fetch_bytes_per_epoch": fetch,
+                "model_selection": "best-val" if restored else "last",
+                "last_epoch_test_acc": last_ev["test_acc"],
+                "last_epoch_val_acc": last_ev["val_acc"], **best})
+    return out
 
 
 def run(args):
-    from spgnn import Communicator
+    from ..comm import Communicator
 
-    _apply_model_defaults(args)        # every rank, before MPI starts
+    apply_model_defaults(args)         # every rank, before MPI starts
     comm = Communicator.world()        # initialises MPI; train() checks before communicating
-    if args.model == "sage":
-        from spgnn.gnn.minibatch import train_sage
-
-        result = train_sage(args, comm)
-    else:
-        result = train(comm, args)
+    result = train(comm, args)
     print_result(comm, result, args.json)
     return 0

@@ -121,6 +121,28 @@ def is_agreed_on_world(exc: BaseException) -> bool:
     return size == MPI.COMM_WORLD.Get_size()
 
 
+def finalize_world() -> None:
+    """End MPI on every rank together, after an error every rank raised (agreed). Collective.
+
+    Why not just exit: ``python -m mpi4py`` (and the abort hook) turn a
+    non-zero exit into ``MPI_Abort``, which can tear the job down before
+    rank 0's one-line message reaches the terminal.  A barrier, then
+    ``MPI_Finalize`` on every rank: the processes then exit with their code
+    and nothing aborts.  Does nothing when MPI is not running.
+    """
+    import sys
+
+    if "mpi4py.MPI" not in sys.modules:
+        return
+    from mpi4py import MPI
+
+    if MPI.Is_initialized() and not MPI.Is_finalized():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Barrier()
+        MPI.Finalize()
+
+
 def abort_if_parallel(code: int = 1) -> None:
     """``MPI_Abort`` when MPI is running with more than one rank; otherwise nothing.
 
@@ -247,6 +269,18 @@ class Communicator:
             if MPI.COMM_WORLD.Get_size() > 1:
                 _install_abort_hook()
         return Communicator._world
+
+    @classmethod
+    def solo(cls) -> "Communicator":
+        """A communicator of this process alone: size 1, no MPI (``MPI_COMM_SELF``'s role).
+
+        Its collectives return their input; it has a ledger of its own.  Data
+        held whole by one rank (a sampled minibatch's activations) lives on a
+        grid over it.  Local: making it communicates nothing.
+        """
+        from spgnn.comm.transport import solo_transport
+
+        return cls(solo_transport())
 
     @classmethod
     def from_mpi(cls, mpi_comm, axis=()) -> "Communicator":

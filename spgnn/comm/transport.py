@@ -526,6 +526,11 @@ class LoopbackTransport(Transport):
         return "spgnn loopback transport (threads in one process)"
 
 
+def solo_transport() -> LoopbackTransport:
+    """A one-rank loopback transport (no threads: every rendezvous has one party)."""
+    return LoopbackTransport(_Group(_World(timeout=60), 1), 0)
+
+
 def run_loopback(nranks: int, fn: Callable, *args, timeout: float = 60, **kwargs) -> list:
     """Run ``fn(comm, *args, **kwargs)`` on ``nranks`` virtual ranks (threads).
 

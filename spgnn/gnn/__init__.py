@@ -1,8 +1,14 @@
-"""GNN layers on spgnn's distributed operators.
+"""GNN layers, models and training on spgnn's distributed operators.
 
-Layers compose :class:`~spgnn.gnn.ops.GraphContext` helpers (distributed
-SpMM, dense matmul, the communicator's collectives) with explicit forward and
-backward; they never communicate themselves.  See ``docs/gnn.md``.
+One layer contract for every model: a :class:`Layer` computes ``forward(ctx,
+H)`` and ``backward(ctx, dH)`` against a context -- :class:`GraphContext`
+(the whole distributed graph) or :class:`BlockContext` (one sampled
+minibatch) -- whose helpers (distributed SpMM, dense products, the
+communicator's collectives) are the only way it touches data; it never
+communicates itself.  One training loop: :class:`Trainer` (full graph) and
+:class:`MinibatchTrainer` (sampled minibatches) share ``fit`` with hooks,
+evaluation and the state format.  :data:`MODELS` names the models the
+command line offers.  See ``docs/gnn.md``.
 
 >>> g = DistGraph.from_graph(graph, comm, algorithm="1d-aware")     # doctest: +SKIP
 >>> model = GCN(g.num_features, 16, g.num_classes)                  # doctest: +SKIP
@@ -10,14 +16,21 @@ backward; they never communicate themselves.  See ``docs/gnn.md``.
 >>> trainer.fit(200)                                                # doctest: +SKIP
 """
 
-from .data import ALGORITHMS, DistGraph, default_grid_3d, normalized_adjacency
-from .layers import Dropout, GCNConv, Layer, Linear, ReLU
-from .models import GCN, Sequential
-from .ops import GraphContext
+from .blocks import BlockOperator
+from .context import BlockContext, Context, GraphContext, local_grid
+from .data import AGGREGATIONS, ALGORITHMS, DistGraph, default_grid_3d
+from .hooks import Checkpoint, EvaluateEvery, Hook, Metrics, ProgressBar
+from .layers import Dropout, GCNConv, Layer, Linear, ReLU, SAGEConv
+from .minibatch import FeatureStore, MinibatchGraph, MinibatchTrainer
+from .models import GCN, GraphSAGE, Sequential
 from .optim import SGD, Adam, Optimizer
 from .params import Parameter, glorot, zeros_init
+from .registry import MODELS, ModelSpec
 from .train import Trainer
 
-__all__ = ["DistGraph", "ALGORITHMS", "default_grid_3d", "normalized_adjacency", "GraphContext",
-           "Layer", "GCNConv", "Linear", "ReLU", "Dropout", "Sequential", "GCN", "Parameter",
-           "glorot", "zeros_init", "Optimizer", "SGD", "Adam", "Trainer"]
+__all__ = ["DistGraph", "ALGORITHMS", "AGGREGATIONS", "default_grid_3d", "Context",
+           "GraphContext", "BlockContext", "BlockOperator", "local_grid", "Layer", "GCNConv",
+           "SAGEConv", "Linear", "ReLU", "Dropout", "Sequential", "GCN", "GraphSAGE",
+           "Parameter", "glorot", "zeros_init", "Optimizer", "SGD", "Adam", "Trainer",
+           "MinibatchGraph", "MinibatchTrainer", "FeatureStore", "Hook", "Metrics",
+           "EvaluateEvery", "ProgressBar", "Checkpoint", "MODELS", "ModelSpec"]

@@ -2,14 +2,16 @@
 
 :meth:`DistGraph.from_graph` is collective.  It
 
-1. normalises the adjacency as Kipf & Welling do: symmetrise, drop stored
-   self-loops, add ``I``, ``Â = D^-1/2 (A + I) D^-1/2`` with the global
-   degrees (before any split, report 000 §9.13);
+1. builds the aggregation matrix (:mod:`spgnn.io.preprocess`) from the
+   global degrees, before any split: ``aggregation="gcn"`` normalises as Kipf
+   & Welling do (symmetrise, drop stored self-loops, add ``I``,
+   ``Â = D^-1/2 (A + I) D^-1/2``); ``aggregation="mean"`` is GraphSAGE's mean
+   aggregator ``D⁻¹A`` of the symmetrised pattern without self-loops (its
+   transpose is built on first use by the backward pass);
 2. row-normalises the features (``normalize_features=True``; zero rows stay
    zero);
 3. optionally renumbers the vertices by a partition (``"random"``,
-   ``"metis"``, ``"balanced"`` through
-   :func:`spgnn.cli._graph.partition_order`; ``"none"`` imports nothing)
+   ``"metis"``, ``"balanced"``; ``"none"`` keeps the input order)
    and applies the permutation to Â's rows and columns, the features, the
    labels and the masks, remembering the original ids (dropout masks and
    :meth:`to_original` use them);
@@ -42,36 +44,19 @@ from ..core.spmm_3d import nested_splits, roles_for_layer
 from ..errors import GridError
 from ..grid import ProcessGrid, grid_1d, grid_15d, make_grid
 from ..layout import Layout, block_offsets
-from .ops import GraphContext
+from ..io.preprocess import (mean_adjacency, neighbour_pattern, normalized_adjacency,
+                             row_normalize_features)
+from .context import GraphContext
 from .sparse import SPARSE_DENSITY, SparseBackedMatrix
 
-__all__ = ["DistGraph", "ALGORITHMS", "PARTITIONS", "normalized_adjacency", "default_grid_3d"]
+__all__ = ["DistGraph", "ALGORITHMS", "PARTITIONS", "AGGREGATIONS", "default_grid_3d"]
 
 #: Algorithms a GCN trains on.
 ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
 PARTITIONS = ("none", "random", "metis", "balanced")
+#: The graph's aggregation matrix (what :meth:`GraphContext.propagate` multiplies by).
+AGGREGATIONS = ("gcn", "mean")
 _NODE_COLS = ("label", "train", "val", "test", "orig")
-
-
-def normalized_adjacency(adj, dtype=np.float32):
-    """``D^-1/2 (A' + I) D^-1/2`` with ``A'`` = symmetrised ``adj`` without self-loops. Pure.
-
-    Computed in float64, returned as a ``csr_array`` of ``dtype`` with sorted
-    indices.
-    """
-    a = sp.csr_array(adj, dtype=np.float64)
-    a = sp.csr_array(a.maximum(a.T)).tocoo()
-    keep = a.row != a.col
-    n = a.shape[0]
-    a = sp.csr_array((a.data[keep], (a.row[keep], a.col[keep])), shape=(n, n))
-    a = a + sp.eye_array(n, dtype=np.float64, format="csr")
-    deg = np.asarray(a.sum(axis=1)).ravel()
-    dinv = np.where(deg > 0, 1.0 / np.sqrt(np.where(deg > 0, deg, 1.0)), 0.0)
-    d = sp.diags_array(dinv)
-    out = sp.csr_array(d @ a @ d, dtype=dtype)
-    out.sum_duplicates()
-    out.sort_indices()
-    return out
 
 
 def default_grid_3d(p):
@@ -90,41 +75,40 @@ def default_grid_3d(p):
     return best[1]
 
 
-def _prepare(graph, normalize_features, dtype):
-    """Â, dense features, node table (n x 5 int64) and the symmetric pattern for partitioning."""
+def _aggregation_matrix(adj, aggregation, dtype):
+    if aggregation == "gcn":
+        return normalized_adjacency(adj, dtype)
+    return mean_adjacency(neighbour_pattern(adj), dtype)
+
+
+def _dense_features(x, dtype):
+    """The features as a dense ``dtype`` array, not normalised."""
+    if sp.issparse(x):
+        x = sp.csr_array(x, dtype=np.float64)
+        x.sum_duplicates()
+        return x.astype(dtype).toarray()
+    return np.asarray(x).astype(np.float64).astype(dtype, copy=False)
+
+
+def _prepare(graph, aggregation, normalize_features, dtype):
+    """Aggregation matrix, dense features and node table (n x 5 int64)."""
     if graph.features is None or graph.labels is None:
         raise ValueError(f"DistGraph.from_graph: graph {graph.name!r} needs features and labels "
                          f"(features={'set' if graph.features is not None else None}, "
                          f"labels={'set' if graph.labels is not None else None})")
     n = graph.num_nodes
-    adj_hat = normalized_adjacency(graph.adj, dtype)
-    x = graph.features
-    if not sp.issparse(x):
-        x = np.asarray(x)
-        # Mostly-zero dense input (the MUSAE loaders return dense 0/1 blocks):
-        # normalise it as CSR, without float64 dense temporaries.
-        if x.size and np.count_nonzero(x) <= SPARSE_DENSITY * x.size:
-            x = sp.csr_array(x)
-    if sp.issparse(x):
-        x = sp.csr_array(x, dtype=np.float64)
-        x.sum_duplicates()
-        if normalize_features:
-            s = np.repeat(np.asarray(x.sum(axis=1)).ravel(), np.diff(x.indptr))
-            # x / s, entry by entry, exactly as the dense branch computes it
-            x.data = np.where(s != 0, x.data / np.where(s != 0, s, 1.0), 0.0)
-        x = x.astype(dtype).toarray()
+    adj = _aggregation_matrix(graph.adj, aggregation, dtype)
+    if normalize_features:
+        x = row_normalize_features(graph.features, dtype)
     else:
-        x = x.astype(np.float64)
-        if normalize_features:
-            s = x.sum(axis=1, keepdims=True)
-            x = np.where(s != 0, x / np.where(s != 0, s, 1.0), 0.0)
+        x = _dense_features(graph.features, dtype)
     nodes = np.zeros((n, len(_NODE_COLS)), dtype=np.int64)
     nodes[:, 0] = graph.labels
     for k, m in enumerate((graph.train_mask, graph.val_mask, graph.test_mask)):
         if m is not None:
             nodes[:, 1 + k] = m
     nodes[:, 4] = np.arange(n)
-    return adj_hat, x.astype(dtype, copy=False), nodes
+    return adj, x, nodes
 
 
 class DistGraph:
@@ -146,7 +130,8 @@ class DistGraph:
     @classmethod
     def from_graph(cls, graph, comm, *, algorithm="1d-aware", partition="none", replication=2,
                    grid=None, backend=None, seed=0, dtype=np.float32, normalize_features=True,
-                   shard_input=False, shard_weights=True, sparse_features=None):
+                   shard_input=False, shard_weights=True, sparse_features=None,
+                   aggregation="gcn"):
         """Normalise, (optionally) partition and distribute ``graph``.
 
         Collective over ``comm``.
@@ -189,6 +174,9 @@ class DistGraph:
             ``SPARSE_DENSITY`` (10 %) of the features are non-zero, except on
             ``3d``, whose products split the feature columns (3d refuses
             ``True``).
+        aggregation : {"gcn", "mean"}
+            The aggregation matrix: GCN's ``Â`` (symmetric) or the mean
+            aggregator ``D⁻¹A`` (GraphSAGE; not on ``3d``).
 
         Raises
         ------
@@ -201,6 +189,12 @@ class DistGraph:
         if partition not in PARTITIONS:
             raise ValueError(f"DistGraph.from_graph: unknown partition {partition!r}; expected "
                              f"one of {PARTITIONS}")
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"DistGraph.from_graph: unknown aggregation {aggregation!r}; "
+                             f"expected one of {AGGREGATIONS}")
+        if aggregation == "mean" and algorithm == "3d":
+            raise ValueError("DistGraph.from_graph: aggregation='mean' is not supported on '3d' "
+                             "(its root term needs the input and the aggregation in one layout)")
         if sparse_features and algorithm == "3d":
             raise ValueError("DistGraph.from_graph: sparse_features=True is not supported on "
                              "'3d' (its first-layer products split the feature columns)")
@@ -224,12 +218,13 @@ class DistGraph:
         self.backend = backend
         self.shard_input, self.shard_weights = bool(shard_input), bool(shard_weights)
         self.partition, self.stats = partition, None
+        self.aggregation = aggregation
         # --- prepare on the holders; rank 0 decides the permutation
         meta, err = None, None
         adj_hat = x = nodes = None
         if graph is not None and (everyone or comm.rank == 0):
             try:
-                adj_hat, x, nodes = _prepare(graph, normalize_features, dtype)
+                adj_hat, x, nodes = _prepare(graph, aggregation, normalize_features, dtype)
             except (ValueError, TypeError) as exc:
                 err = exc
         comm.agree(err)
@@ -295,13 +290,24 @@ class DistGraph:
         self._nodes = DistDenseMatrix.from_global(src(nodes), grid, node_layout, root=root)
         self._node_cache, self._adj_cache, self._perm = {}, {}, None
         if algorithm == "3d":
-            self.A = self.AT = None
+            self.A = None
             self._A_base = A
         else:
             self.A = A
-            self.AT = A            # Â is symmetric: one matrix (and one exchange plan) for both
             self._A_base = A
         return self
+
+    @property
+    def AT(self):
+        """The transpose of :attr:`A` in A's layout (``None`` on 3d, use :meth:`adjacency_T`).
+
+        ``Â`` is symmetric: one matrix (and one exchange plan) for both.  The
+        mean aggregator is not: its transpose is made on first use.
+        Collective the first time.
+        """
+        if self.A is None or self.aggregation == "gcn":
+            return self.A
+        return self.A.transposed()
 
     @staticmethod
     def _grid(comm, algorithm, replication, grid):

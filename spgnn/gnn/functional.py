@@ -15,9 +15,10 @@ number of ranks, the algorithm, the partition or the layout.
 import numpy as np
 
 from ..counter_rng import GOLDEN, mix64
+from ..errors import DimensionMismatch
 
 __all__ = ["relu", "relu_backward", "dropout_mask", "hash_uniform", "key_base", "dropout_apply",
-           "dropout_apply_csr", "softmax_cross_entropy", "masked_scores"]
+           "dropout_apply_csr", "softmax_cross_entropy", "masked_scores", "predictions"]
 
 #: Blocks with fewer entries than this run the single-threaded kernels: waking
 #: a thread pool costs more than hashing a few ten thousand entries (and far
@@ -37,7 +38,7 @@ def _kernels():
 
 
 
-def relu(x):
+def relu(x, backend=None):
     """``max(x, 0)`` and the boolean mask ``x > 0`` (kept for the backward). Pure.
 
     Large C-contiguous float blocks go through one fused, threaded Numba pass;
@@ -52,7 +53,7 @@ def relu(x):
     return np.where(mask, x, 0).astype(x.dtype, copy=False), mask
 
 
-def relu_backward(dy, mask):
+def relu_backward(dy, mask, backend=None):
     """Gradient of ReLU: ``dy * (x > 0)``. Pure."""
     if (dy.size >= PARALLEL_MIN and dy.ndim == 2 and dy.flags.c_contiguous
             and dy.dtype.kind == "f" and mask.flags.c_contiguous):
@@ -109,7 +110,7 @@ def _check_p(p, what):
         raise ValueError(f"{what}: p must lie in [0, 1), but got {p}")
 
 
-def dropout_apply(x, p, keys, rows, col0, ncols, out=None):
+def dropout_apply(x, p, keys, rows, col0, ncols, out=None, backend=None):
     """``x * dropout_mask(p, keys, rows, col0 + arange(k), ncols)`` without building the mask. Pure.
 
     Bit-identical to the numpy expression (same hash, same float scale, a
@@ -143,7 +144,7 @@ def dropout_apply(x, p, keys, rows, col0, ncols, out=None):
     return out
 
 
-def dropout_apply_csr(indptr, indices, data, p, keys, rows, col0, ncols):
+def dropout_apply_csr(indptr, indices, data, p, keys, rows, col0, ncols, backend=None):
     """:func:`dropout_apply` on the stored entries of a CSR block: the new ``data``. Pure.
 
     Entries that are not stored are 0 and stay 0 under dropout, so only
@@ -189,43 +190,69 @@ def _softmax_parts(z, labels, col_start, class_comm):
     return m_safe, e, s, picked, first
 
 
-def softmax_cross_entropy(logits, labels, mask, *, row_comm=None, class_comm=None, col_start=0):
-    """Mean softmax cross-entropy over the masked rows of all ranks, its gradient, and accuracy.
+def softmax_cross_entropy(logits, labels, mask=None, *, row_comm=None, class_comm=None,
+                          col_start=0, reduction="mean"):
+    """Softmax cross-entropy over the masked rows, its gradient, and accuracy.
 
-    Collective: over ``class_comm`` (three small all-reduces when the
-    classes are split over ranks) and over ``row_comm`` (one all-reduce of
-    three numbers: loss sum, masked-node count, correct count).  The
-    normaliser is the GLOBAL number of masked nodes, so unequal blocks are
-    weighted correctly (report 000 §9.16).  ``row_comm`` must span one
-    replica of every node row (the layout's row axes) and ``class_comm``
-    the class axes; replicas are never reduced.
+    ``reduction="mean"`` (full-graph training): the mean over the masked rows
+    of *all* ranks.  Collective over ``class_comm`` (three small all-reduces
+    when the classes are split over ranks) and over ``row_comm`` (one
+    all-reduce of three numbers: loss sum, masked-node count, correct
+    count).  The normaliser is the GLOBAL number of masked nodes, so unequal
+    blocks are weighted correctly.  ``row_comm`` must span one replica of
+    every node row (the layout's row axes) and ``class_comm`` the class
+    axes; replicas are never reduced.
+
+    ``reduction="sum"`` (a minibatch): the sum over this rank's masked rows
+    and the gradient of that sum; ``row_comm`` is not used (the caller
+    reduces), and the third value is the number of correct predictions.
 
     Parameters
     ----------
     logits : ndarray (n_local, c_local)
         This rank's block; its columns are classes ``[col_start, col_start + c_local)``.
+        The arithmetic runs in its dtype.
     labels : ndarray of int (n_local,)
         Global class ids (-1: unlabelled, never counted).
-    mask : ndarray of bool (n_local,)
+    mask : ndarray of bool (n_local,), or None for every row
 
     Returns
     -------
     loss : float
     grad : ndarray like ``logits``
-        ``(softmax - onehot) * mask / count`` (complete on every replica).
-    accuracy : float
-        Fraction of masked nodes whose argmax equals the label (0 when none).
+        ``(softmax - onehot) * mask / count`` (``count = 1`` for ``"sum"``),
+        complete on every replica.
+    accuracy : float (``"mean"``) or correct : int (``"sum"``)
+        Fraction of masked nodes whose argmax equals the label (0 when none),
+        or their number.
+
+    Raises
+    ------
+    ValueError
+        A label at or above the number of classes (when the classes are not
+        split over ranks), or an unknown ``reduction``.
     """
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"softmax_cross_entropy: reduction must be 'mean' or 'sum', but got "
+                         f"{reduction!r}")
     z = np.asarray(logits)
     labels = np.asarray(labels, dtype=np.int64)
-    mask = np.asarray(mask, dtype=bool) & (labels >= 0)
+    if z.ndim != 2 or labels.shape != (z.shape[0],):
+        raise DimensionMismatch(f"softmax_cross_entropy: logits (m, C) and labels (m,) needed, "
+                                f"but got {z.shape} and {labels.shape}")
+    if (class_comm is None or class_comm.size == 1) and labels.size \
+            and labels.max() >= col_start + z.shape[1]:
+        raise ValueError(f"softmax_cross_entropy: labels must lie in [0, {z.shape[1]}), but got "
+                         f"{labels.max()}")
+    mask = (np.ones(labels.size, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)) \
+        & (labels >= 0)
     m, e, s, picked, pred = _softmax_parts(z, labels, col_start, class_comm)
     loss_rows = np.log(s) + m - picked
     stats = np.array([loss_rows[mask].sum(dtype=np.float64), mask.sum(),
                       (pred[mask] == labels[mask]).sum()], dtype=np.float64)
-    if row_comm is not None and row_comm.size > 1:
+    if reduction == "mean" and row_comm is not None and row_comm.size > 1:
         stats = row_comm.allreduce(stats, label="gnn-loss:total")
-    count = stats[1]
+    count = stats[1] if reduction == "mean" else 1.0
     scale = 1.0 / count if count > 0 else 0.0
     grad = e / s[:, None]
     local = labels - col_start
@@ -233,8 +260,19 @@ def softmax_cross_entropy(logits, labels, mask, *, row_comm=None, class_comm=Non
     grad[rows, local[rows]] -= 1
     grad *= (mask * scale).astype(z.dtype)[:, None]
     loss = float(stats[0] * scale)
+    if reduction == "sum":
+        return loss, grad.astype(z.dtype, copy=False), int(stats[2])
     acc = float(stats[2] / count) if count > 0 else 0.0
     return loss, grad.astype(z.dtype, copy=False), acc
+
+
+def predictions(logits, col_start=0, class_comm=None):
+    """The predicted class (global argmax, smallest index on ties) of every row.
+
+    Collective over ``class_comm`` when the classes are split over ranks.
+    """
+    z = np.asarray(logits)
+    return _softmax_parts(z, np.zeros(z.shape[0], dtype=np.int64), col_start, class_comm)[4]
 
 
 def masked_scores(logits, labels, masks, *, row_comm=None, class_comm=None, col_start=0):

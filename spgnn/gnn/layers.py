@@ -1,20 +1,28 @@
-"""GNN layers: explicit forward and backward over a :class:`~spgnn.gnn.ops.GraphContext`.
+"""GNN layers: explicit forward and backward over a context (:mod:`spgnn.gnn.context`).
 
 The layer contract
 ------------------
 * ``forward(ctx, H) -> H'`` and ``backward(ctx, dH') -> dH`` take and return
-  :class:`~spgnn.core.dist_dense.DistDenseMatrix` objects.  ``forward``
+  :class:`~spgnn.core.dist_dense.DistDenseMatrix` objects.  ``ctx`` is a
+  :class:`~spgnn.gnn.context.GraphContext` (the whole distributed graph) or a
+  :class:`~spgnn.gnn.context.BlockContext` (one sampled minibatch); a layer
+  does not know which.  ``forward``
   stores what ``backward`` needs on ``self``; ``backward`` adds parameter
   gradients into ``Parameter.grad`` (through ``ctx.weight_grad`` /
   ``ctx.bias_grad``) and returns the gradient of its input, or ``None``
   when ``ctx.need_input_grad`` is false (the first layer).
 * A layer touches data only through the context helpers (``propagate``,
-  ``propagate_transpose``, ``matmul``, ``matmul_transpose``,
-  ``weight_grad``, ``add_bias``, ``bias_grad``, ``dropout``) and through
+  ``propagate_transpose``, ``root``, ``root_transpose``, ``matmul``,
+  ``matmul_transpose``, ``weight_grad``, ``add_bias``, ``bias_grad``,
+  ``dropout``) and through
   elementwise numpy on ``H.local`` (``H.like(new_local)`` wraps the
   result).  It never calls a communicator: the helpers choose the
   collectives from the layouts, so one layer class runs on ``1d``,
-  ``1d-aware``, ``15d-aware`` and ``3d``.
+  ``1d-aware``, ``15d-aware`` and ``3d``, and on sampled blocks.
+* A layer that aggregates over the graph declares ``hops = 1`` (how many
+  sampled hops it consumes); containers set its ``hop`` (which one), and it
+  passes ``hop=self.hop`` to ``propagate``/``root`` and their transposes.  On
+  the whole graph the hop is ignored.
 * ``parameters()`` lists its :class:`~spgnn.gnn.params.Parameter` objects.
 * Gradients coming in (``dH'``) and going out are *complete*: every replica
   of a block holds the full value (the backward of a forward all-reduce is
@@ -24,7 +32,7 @@ The layer contract
 from . import functional as F
 from .params import Parameter, glorot, zeros_init
 
-__all__ = ["Layer", "GCNConv", "Linear", "ReLU", "Dropout"]
+__all__ = ["Layer", "GCNConv", "SAGEConv", "Linear", "ReLU", "Dropout"]
 
 
 class Layer:
@@ -32,6 +40,10 @@ class Layer:
 
     #: Set by containers: the layer's position, a key of its dropout masks.
     key = 0
+    #: Sampled hops this layer consumes (1 for a graph convolution).
+    hops = 0
+    #: Set by containers: the first hop this layer consumes.
+    hop = 0
 
     def parameters(self):
         """The layer's parameters (default: none)."""
@@ -69,6 +81,8 @@ class GCNConv(Layer):
     order : {"auto", "aggregate-first", "transform-first"}
     """
 
+    hops = 1
+
     def __init__(self, in_dim, out_dim, *, bias=False, seed=0, index=0, order="auto"):
         if order not in ("auto", "aggregate-first", "transform-first"):
             raise ValueError(f"GCNConv: order must be 'auto', 'aggregate-first' or "
@@ -85,11 +99,11 @@ class GCNConv(Layer):
 
     def forward(self, ctx, H):
         if self.order == "aggregate-first":
-            self._h = ctx.propagate(H)                 # ÂH
-            Q = ctx.matmul(self._h, self.weight)       # (ÂH)W
+            self._h = ctx.propagate(H, self.hop)                 # ÂH
+            Q = ctx.matmul(self._h, self.weight)                 # (ÂH)W
         else:
             self._h = H
-            Q = ctx.propagate(ctx.matmul(H, self.weight))   # Â(HW)
+            Q = ctx.propagate(ctx.matmul(H, self.weight), self.hop)   # Â(HW)
         return ctx.add_bias(Q, self.bias) if self.bias is not None else Q
 
     def backward(self, ctx, dQ):
@@ -99,14 +113,70 @@ class GCNConv(Layer):
             ctx.weight_grad(self._h, dQ, self.weight)          # (ÂH)ᵀ dQ
             if not ctx.need_input_grad:
                 return None
-            return ctx.propagate_transpose(ctx.matmul_transpose(dQ, self.weight))
-        dZ = ctx.propagate_transpose(dQ)                         # Âᵀ dQ
+            return ctx.propagate_transpose(ctx.matmul_transpose(dQ, self.weight), self.hop)
+        dZ = ctx.propagate_transpose(dQ, self.hop)               # Âᵀ dQ
         ctx.weight_grad(self._h, dZ, self.weight)                # Hᵀ Âᵀ dQ
         return ctx.matmul_transpose(dZ, self.weight) if ctx.need_input_grad else None
 
     def __repr__(self):
         return (f"GCNConv({self.in_dim}, {self.out_dim}, bias={self.bias is not None}, "
                 f"order={self.order!r})")
+
+
+class SAGEConv(Layer):
+    """GraphSAGE's mean aggregator: ``h'_v = h_v·W_self + mean_{u ∈ N(v)} h_u·W_neigh (+ b)``.
+
+    Hamilton, Ying, Leskovec, *Inductive Representation Learning on Large
+    Graphs* (NeurIPS 2017), in the form PyG's ``SAGEConv`` uses.  Row-vector
+    convention (``H`` is nodes x features), so the weights are
+    ``(in_dim, out_dim)``.  The mean is the context's :meth:`propagate`
+    (a sampled block's row-normalised pattern, or ``D⁻¹A`` of the whole
+    graph) and ``h_v`` its :meth:`root`; a node without neighbours
+    aggregates to 0.
+
+    Parameters
+    ----------
+    in_dim, out_dim : int
+    bias : bool
+    seed, index : int
+        Glorot initialisation: ``W_self`` from ``(seed, 2·index)``,
+        ``W_neigh`` from ``(seed, 2·index + 1)``.
+    """
+
+    hops = 1
+
+    def __init__(self, in_dim, out_dim, *, bias=True, seed=0, index=0):
+        self.in_dim, self.out_dim = int(in_dim), int(out_dim)
+        if self.in_dim < 1 or self.out_dim < 1:
+            raise ValueError(f"SAGEConv: in_dim and out_dim must be >= 1, but got "
+                             f"{in_dim} and {out_dim}")
+        self.w_self = Parameter("w_self", glorot((self.in_dim, self.out_dim), seed, 2 * index))
+        self.w_neigh = Parameter("w_neigh", glorot((self.in_dim, self.out_dim), seed,
+                                                   2 * index + 1))
+        self.bias = Parameter("bias", zeros_init((1, self.out_dim))) if bias else None
+
+    def parameters(self):
+        return [self.w_self, self.w_neigh] + ([self.bias] if self.bias is not None else [])
+
+    def forward(self, ctx, H):
+        self._root = ctx.root(H, self.hop)
+        self._agg = ctx.propagate(H, self.hop)
+        Q = ctx.matmul(self._root, self.w_self)
+        Q = Q.like(Q.local + ctx.matmul(self._agg, self.w_neigh).local)
+        return ctx.add_bias(Q, self.bias) if self.bias is not None else Q
+
+    def backward(self, ctx, dQ):
+        if self.bias is not None:
+            ctx.bias_grad(dQ, self.bias)
+        ctx.weight_grad(self._root, dQ, self.w_self)
+        ctx.weight_grad(self._agg, dQ, self.w_neigh)
+        if not ctx.need_input_grad:
+            return None
+        dH = ctx.propagate_transpose(ctx.matmul_transpose(dQ, self.w_neigh), self.hop)
+        return ctx.root_transpose(ctx.matmul_transpose(dQ, self.w_self), self.hop, into=dH)
+
+    def __repr__(self):
+        return f"SAGEConv({self.in_dim}, {self.out_dim}, bias={self.bias is not None})"
 
 
 class Linear(Layer):
@@ -139,11 +209,11 @@ class ReLU(Layer):
     """Elementwise ``max(x, 0)``: local on every rank."""
 
     def forward(self, ctx, H):
-        y, self._mask = F.relu(H.local)
+        y, self._mask = F.relu(H.local, backend=H.backend)
         return H.like(y)
 
     def backward(self, ctx, dH):
-        return dH.like(F.relu_backward(dH.local, self._mask))
+        return dH.like(F.relu_backward(dH.local, self._mask, backend=dH.backend))
 
 
 class Dropout(Layer):

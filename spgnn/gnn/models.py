@@ -1,25 +1,46 @@
-"""Containers and the GCN model."""
+"""Containers and models: ``Sequential``, ``GCN``, ``GraphSAGE``."""
 
 import numpy as np
 
-from .layers import Dropout, GCNConv, Layer, ReLU
+from ..errors import DimensionMismatch
+from ..layout import Layout
+from .layers import Dropout, GCNConv, Layer, ReLU, SAGEConv
 
-__all__ = ["Sequential", "GCN"]
+__all__ = ["Sequential", "GCN", "GraphSAGE"]
 
 
 class Sequential(Layer):
     """Layers applied in order; backward in reverse.
 
     Sets each child's ``key`` to its position (dropout masks are keyed by
-    it) and tells the first layer that the input needs no gradient.
+    it) and its ``hop`` (graph layers consume the sampled hops in order:
+    the first convolution hop 0, the next hop 1, ...), and tells the first
+    layer that the input needs no gradient.
     """
 
     def __init__(self, *layers):
         self.layers = list(layers)
+        self._hop = 0
+        self.hops = 0
         for k, layer in enumerate(self.layers):
             if not isinstance(layer, Layer):
                 raise TypeError(f"Sequential: item {k} is a {type(layer).__name__}, not a Layer")
             layer.key = k
+            self.hops += layer.hops
+        self.hop = 0
+
+    @property
+    def hop(self):
+        return self._hop
+
+    @hop.setter
+    def hop(self, value):
+        """The first hop of this container; its layers take the following ones."""
+        self._hop = int(value)
+        h = self._hop
+        for layer in self.layers:
+            layer.hop = h
+            h += layer.hops
 
     def __iter__(self):
         return iter(self.layers)
@@ -72,6 +93,29 @@ class Sequential(Layer):
         for p in self.parameters():
             p.zero_grad()
 
+    def place(self, dtype=np.float32, grid=None):
+        """Place every unplaced parameter whole on every rank (``Layout()``) in ``dtype``. Local.
+
+        What replicated training needs (1D/1.5D and minibatch training place
+        the same way on first use); ``grid`` defaults to
+        :func:`~spgnn.gnn.context.local_grid`.  3D placements are chosen by
+        the context on first use instead.  Idempotent; returns ``self``.
+        """
+        if grid is None:
+            from .context import local_grid
+
+            grid = local_grid()
+        for p in self.parameters():
+            if p.value is None:
+                p.place(grid, Layout(), np.dtype(dtype))
+        return self
+
+    @property
+    def dtype(self):
+        """The placed parameters' dtype (``None`` before placement)."""
+        params = self.parameters()
+        return None if not params or params[0].value is None else params[0].value.dtype
+
     def state_dict(self):
         """``{name: copy of the local block}``. Local."""
         return {name: np.array(p.value, copy=True) for name, p in self.named_parameters()}
@@ -86,8 +130,6 @@ class Sequential(Layer):
             p._require_placed("load_state_dict")
             v = np.asarray(state[name])
             if v.shape != p.value.shape:
-                from ..errors import DimensionMismatch
-
                 raise DimensionMismatch(f"load_state_dict: {name!r} has local shape "
                                         f"{p.value.shape}, the state {v.shape}")
             p.value[...] = v
@@ -144,3 +186,80 @@ class GCN(Sequential):
         rest = [p for p in self.parameters() if p is not self.convs[0].weight]
         return [{"params": first, "weight_decay": weight_decay},
                 {"params": rest, "weight_decay": 0.0}]
+
+
+class GraphSAGE(Sequential):
+    """``layers`` × :class:`~spgnn.gnn.layers.SAGEConv` (mean), ReLU and dropout between them.
+
+    ``in_dim -> hidden -> ... -> hidden -> out_dim``:
+    ``[Dropout(input_dropout), SAGEConv, ReLU, Dropout(dropout), SAGEConv, ...,
+    SAGEConv]`` -- dropout follows each hidden ReLU, as in PyG's GraphSAGE
+    example and the paper's model; ``input_dropout`` optionally drops input
+    features too.  The last layer returns logits.  Every dropout layer is
+    present even with ``p = 0`` (it is then the identity), so positions,
+    hence dropout keys, do not depend on the rates.
+
+    One model for both contexts: on a :class:`~spgnn.gnn.context.BlockContext`
+    (sampled minibatches, one hop per convolution) and on a
+    :class:`~spgnn.gnn.context.GraphContext` over a graph distributed with
+    ``aggregation="mean"`` (full-batch training, full-neighbourhood
+    evaluation).
+
+    Parameters
+    ----------
+    in_dim, hidden, out_dim : int
+    layers : int (>= 1), one per sampled hop
+    dropout : float in [0, 1)
+    seed : int, initialisation seed (trainers also key the dropout masks by it)
+    bias : bool
+    input_dropout : float in [0, 1)
+
+    Parameter names are ``"{k}.{name}"`` for the ``k``-th convolution
+    (``"0.w_self"``, ``"0.w_neigh"``, ``"0.bias"``, ...).
+    """
+
+    def __init__(self, in_dim, hidden, out_dim, layers=3, dropout=0.5, seed=0, *, bias=True,
+                 input_dropout=0.0):
+        layers = int(layers)
+        if layers < 1:
+            raise ValueError(f"GraphSAGE: layers must be at least 1, but got {layers}")
+        for name, p in (("dropout", dropout), ("input_dropout", input_dropout)):
+            if not 0.0 <= float(p) < 1.0:
+                raise ValueError(f"GraphSAGE: {name} must lie in [0, 1), but got {p}")
+        dims = [int(in_dim)] + [int(hidden)] * (layers - 1) + [int(out_dim)]
+        mods = [Dropout(input_dropout)]
+        for k in range(layers):
+            mods.append(SAGEConv(dims[k], dims[k + 1], bias=bias, seed=seed, index=k))
+            if k < layers - 1:
+                mods += [ReLU(), Dropout(dropout)]
+        super().__init__(*mods)
+        self.dims = dims
+        self.dropout = float(dropout)
+        self.input_dropout = float(input_dropout)
+        self.seed = int(seed)
+
+    @property
+    def convs(self):
+        return [m for m in self.layers if isinstance(m, SAGEConv)]
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.convs)
+
+    def named_parameters(self, prefix=""):
+        return [(f"{prefix}{k}.{p.name}", p) for k, c in enumerate(self.convs)
+                for p in c.parameters()]
+
+    def param_groups(self, weight_decay=0.0):
+        """Optimizer groups: L2 ``weight_decay`` on the weights, none on the biases."""
+        ws = [p for c in self.convs for p in (c.w_self, c.w_neigh)]
+        bs = [c.bias for c in self.convs if c.bias is not None]
+        groups = [{"params": ws, "weight_decay": float(weight_decay)}]
+        if bs:
+            groups.append({"params": bs, "weight_decay": 0.0})
+        return groups
+
+    def __repr__(self):
+        inner = ", ".join(repr(c) for c in self.convs)
+        return (f"GraphSAGE({inner}, dropout={self.dropout}, input_dropout={self.input_dropout}, "
+                f"seed={self.seed})")

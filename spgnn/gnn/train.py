@@ -1,28 +1,28 @@
-"""``Trainer``: full-batch training epochs, evaluation, and exact resumption."""
+"""``Trainer``: the one training loop (``fit`` with hooks), full-graph epochs, evaluation, exact resumption.
+
+:class:`Trainer` trains on a whole distributed graph (one optimizer step per
+epoch); :class:`~spgnn.gnn.minibatch.MinibatchTrainer` subclasses it for
+sampled minibatches and replaces only :meth:`Trainer.train_epoch` and what a
+resumed run must match.  Both share:
+
+* :meth:`Trainer.fit` -- epochs, optional evaluation, hooks
+  (:mod:`spgnn.gnn.hooks`: evaluation with model selection, progress bar,
+  metrics, checkpoints) and a callback; a stop asked for on any rank stops
+  every rank (one small all-reduce), so a rank-local decision cannot hang
+  the job;
+* :meth:`Trainer.evaluate` / :meth:`Trainer.predict` -- an evaluation-mode
+  forward pass of the model on the whole graph (:class:`GraphContext`);
+* one state format (:meth:`Trainer.state_dict`): ``epoch``, ``seed``, the
+  model's and the optimizer's states, and a ``placement`` record that a
+  restore must match.  Dropout masks, minibatch permutations and samples
+  are keyed by ``(seed, epoch, ...)``: that pair is the whole random state.
+"""
+
+import time
 
 import numpy as np
 
 __all__ = ["Trainer"]
-
-
-def fit_epochs(trainer, epochs, callback=None, evaluate=True):
-    """The ``fit`` loop shared by :class:`Trainer` and the minibatch trainer. Collective.
-
-    ``epochs`` calls of ``trainer.train_epoch()``; with ``evaluate`` each
-    record is merged with ``trainer.evaluate()`` (its ``train_acc`` becoming
-    ``eval_train_acc``, so the training-mode one stays); ``callback(trainer,
-    record)`` returning True stops early.  Returns the list of records.
-    """
-    history = []
-    for _ in range(int(epochs)):
-        rec = trainer.train_epoch()
-        if evaluate:
-            rec.update({f"eval_{k}" if k == "train_acc" else k: v
-                        for k, v in trainer.evaluate().items()})
-        history.append(rec)
-        if callback is not None and callback(trainer, rec):
-            break
-    return history
 
 
 class Trainer:
@@ -30,8 +30,9 @@ class Trainer:
 
     Construction is collective: it runs one evaluation-mode forward pass so
     that every parameter is placed (its layout chosen and its local block
-    kept), Â shards and exchange plans are built, and the node data for the
-    output layout are distributed; none of that is counted in epoch bytes.
+    kept), the aggregation matrices and exchange plans are built, and the
+    node data for the output layout are distributed; none of that is counted
+    in epoch bytes.
 
     Parameters
     ----------
@@ -50,21 +51,35 @@ class Trainer:
 
     def __init__(self, model, dist_graph, optimizer, *, seed=None):
         self.model, self.graph, self.optimizer = model, dist_graph, optimizer
+        self.comm = dist_graph.comm
         self.seed = int(getattr(model, "seed", 0) if seed is None else seed)
         self.epoch = 0
-        ctx = dist_graph.context(training=False, epoch=0, seed=self.seed)
-        logits = model.forward(ctx, dist_graph.features)
-        ctx.scores(logits)
         self._check_params()
+        self._place()
+
+    # ------------------------------------------------------------------ set-up
+    @property
+    def eval_graph(self):
+        """The :class:`~spgnn.gnn.data.DistGraph` that evaluation runs on."""
+        return self.graph
+
+    def _place(self):
+        """One evaluation-mode pass: places parameters, builds caches. Collective."""
+        g = self.eval_graph
+        ctx = g.context(training=False, epoch=0, seed=self.seed)
+        ctx.scores(self.model.forward(ctx, g.features))
 
     def _check_params(self):
         names = [n for n, _ in self.model.named_parameters()]
         if len(set(names)) != len(names):
-            raise ValueError(f"Trainer: parameter names must be unique, but got {names}")
+            raise ValueError(f"{type(self).__name__}: parameter names must be unique, but got "
+                             f"{names}")
         mine = {id(p) for p in self.model.parameters()}
         if any(id(p) not in mine for p in self.optimizer.params):
-            raise ValueError("Trainer: the optimizer holds parameters that are not the model's")
+            raise ValueError(f"{type(self).__name__}: the optimizer holds parameters that are "
+                             f"not the model's")
 
+    # ---------------------------------------------------------------- training
     def train_epoch(self):
         """One epoch: forward, masked loss, backward, optimizer step. Collective.
 
@@ -73,9 +88,10 @@ class Trainer:
         dict
             ``loss`` (mean cross-entropy over the global training nodes, before
             the step), ``train_acc``, ``bytes`` (bytes this rank sent during
-            the epoch, from the ledger), ``epoch`` (its index).
+            the epoch, from the ledger), ``epoch`` (its index), ``seconds``.
         """
         g = self.graph
+        t0 = time.perf_counter()
         ctx = g.context(training=True, epoch=self.epoch, seed=self.seed)
         with g.comm.track("gnn-epoch") as stats:
             logits = self.model.forward(ctx, g.features)
@@ -84,20 +100,20 @@ class Trainer:
             self.model.backward(ctx, dlogits)
             self.optimizer.step()
         out = dict(epoch=self.epoch, loss=loss, train_acc=acc,
-                   bytes=int(stats.total("bytes_sent")))
+                   bytes=int(stats.total("bytes_sent")), seconds=time.perf_counter() - t0)
         self.epoch += 1
         return out
 
     def evaluate(self):
-        """Evaluation-mode forward (no dropout). Collective.
+        """Evaluation-mode forward (no dropout) over the whole graph. Collective.
 
         Returns
         -------
         dict
-            ``train_acc``, ``val_acc``, ``test_acc``, ``val_loss``,
-            ``train_loss``, ``test_loss``.
+            ``train_acc``, ``val_acc``, ``test_acc``, ``train_loss``,
+            ``val_loss``, ``test_loss``.
         """
-        g = self.graph
+        g = self.eval_graph
         ctx = g.context(training=False, epoch=self.epoch, seed=self.seed)
         s = ctx.scores(self.model.forward(ctx, g.features))
         return dict(train_acc=s["train"][1], val_acc=s["val"][1], test_acc=s["test"][1],
@@ -105,25 +121,66 @@ class Trainer:
 
     def predict(self):
         """Predicted class per node in the input graph's order, on every rank. Collective."""
-        g = self.graph
+        g = self.eval_graph
         ctx = g.context(training=False, epoch=self.epoch, seed=self.seed)
         return ctx.predict(self.model.forward(ctx, g.features))
 
-    def fit(self, epochs, callback=None, evaluate=True):
-        """Train ``epochs`` epochs. Collective.
+    def fit(self, epochs, callback=None, evaluate=True, hooks=()):
+        """Train ``epochs`` more epochs. Collective.
 
-        ``callback(trainer, record)`` runs after each epoch with the merged
-        :meth:`train_epoch` (and, when ``evaluate``, :meth:`evaluate`)
-        record; returning ``True`` stops early.  Returns the list of records.
+        Parameters
+        ----------
+        epochs : int
+        callback : callable ``(trainer, record) -> bool``, optional
+            Runs after each epoch (after the hooks); returning True stops.
+        evaluate : bool
+            Merge :meth:`evaluate` into each epoch's record (its
+            ``train_acc`` becoming ``eval_train_acc``, so the training-mode
+            one stays).
+        hooks : sequence of :class:`~spgnn.gnn.hooks.Hook`
+            ``on_fit_start``, ``on_epoch_end`` (in order; True stops) and
+            ``on_fit_end`` run on every rank.
+
+        A stop asked for by a hook or the callback on *any* rank stops every
+        rank after the same epoch (one all-reduce of a flag per epoch, only
+        when there is a hook or a callback).  Returns the list of records.
         """
-        return fit_epochs(self, epochs, callback, evaluate)
+        hooks = list(hooks)
+        for h in hooks:
+            h.on_fit_start(self)
+        history = []
+        for _ in range(int(epochs)):
+            rec = self.train_epoch()
+            if evaluate:
+                rec.update({f"eval_{k}" if k == "train_acc" else k: v
+                            for k, v in self.evaluate().items()})
+            history.append(rec)
+            stop = False
+            for h in hooks:
+                stop = bool(h.on_epoch_end(self, rec)) or stop
+            if callback is not None:
+                stop = bool(callback(self, rec)) or stop
+            if (hooks or callback is not None) and self._agree(stop):
+                break
+        for h in hooks:
+            h.on_fit_end(self)
+        return history
 
+    def _agree(self, flag):
+        """True on every rank when ``flag`` is true on any. Collective (one tiny all-reduce)."""
+        if self.comm.size == 1:
+            return bool(flag)
+        got = self.comm.allreduce(np.array([1 if flag else 0], dtype=np.int64), op="max",
+                                  label="fit:stop")
+        return bool(got[0])
+
+    # --------------------------------------------------------------- resumption
     def state_dict(self):
         """Everything a bit-identical resume needs, for this rank. Local.
 
         Model blocks, optimizer state and step count, the epoch counter and
         the dropout seed (dropout masks are counter-based: no RNG state), plus
-        a description of the placement that :meth:`load_state_dict` checks.
+        the ``placement`` that :meth:`load_state_dict` checks.
         """
         return {"epoch": self.epoch, "seed": self.seed,
                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -136,18 +193,32 @@ class Trainer:
                 "dtype": np.dtype(g.dtype).str}
 
     def load_state_dict(self, state):
-        """Restore :meth:`state_dict` saved by the same rank of the same placement. Local.
+        """Restore :meth:`state_dict` saved with the same placement. Local.
 
         Raises
         ------
         ValueError
-            The state was saved for another algorithm, grid, rank or graph size.
+            The state was saved for another placement (algorithm, grid, rank,
+            graph size; for minibatch training: ranks, mode, batch size, bulk,
+            sampler).
         """
         want = self._placement()
         if state.get("placement") != want:
-            raise ValueError(f"Trainer.load_state_dict: state saved for {state.get('placement')}, "
-                             f"this trainer is {want}")
+            raise ValueError(f"{type(self).__name__}.load_state_dict: state saved for "
+                             f"{state.get('placement')}, this trainer is {want}")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.epoch = int(state["epoch"])
         self.seed = int(state["seed"])
+
+    def gather_state(self):
+        """What a checkpoint of the whole job holds, on every rank. Collective.
+
+        Every rank's :meth:`state_dict` (blocks differ per rank on 3D grids).
+        :meth:`restore_state` takes it back.
+        """
+        return {"ranks": self.comm.allgather_obj(self.state_dict(), label="train:checkpoint")}
+
+    def restore_state(self, gathered):
+        """Restore this rank's part of :meth:`gather_state`'s result. Local."""
+        self.load_state_dict(gathered["ranks"][self.comm.rank])

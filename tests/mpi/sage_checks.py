@@ -25,11 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from spgnn import Communicator  # noqa: E402
+from spgnn.gnn import BlockContext, GraphSAGE  # noqa: E402
 from spgnn.gnn.minibatch import (FeatureStore, MinibatchGraph, MinibatchTrainer,  # noqa: E402
-                                 _normalize_features, sage_adjacency, step_schedule)
+                                 step_schedule)
 from spgnn.gnn.optim import Adam  # noqa: E402
-from spgnn.gnn.sage import GraphSAGE, softmax_cross_entropy_sum  # noqa: E402
 from spgnn.io import load_graph  # noqa: E402
+from spgnn.io.preprocess import neighbour_pattern, row_normalize_features  # noqa: E402
 from spgnn.sampling import GraphSAGESampler, LADIESSampler  # noqa: E402
 from spgnn.testing.asserts import assert_dist_allclose, assert_dist_equal, collective_assert  # noqa: E402
 
@@ -96,8 +97,8 @@ def check_fetch(comm, n=37, f=5, seed=0):
 # ------------------------------------------------------------------ training
 def reference_params(graph, p, cfg, mode="replicated", c=1, dtype=np.float64):
     """One process, the P-rank schedule, the same minibatch gradients averaged per step. Local."""
-    a = sage_adjacency(graph.adj)
-    x = _normalize_features(graph.features).astype(dtype)
+    a = neighbour_pattern(graph.adj)
+    x = row_normalize_features(graph.features, np.float64).astype(dtype)
     sampler = make_sampler(cfg)
     model = make_model(graph.num_features, graph.num_classes, cfg).place(dtype)
     opt = Adam(model.param_groups(cfg["weight_decay"]), lr=cfg["lr"])
@@ -114,11 +115,12 @@ def reference_params(graph, p, cfg, mode="replicated", c=1, dtype=np.float64):
             for mb in row[row >= 0]:
                 bulk = sampler.sample(a, [perm[mb * b:(mb + 1) * b]], [mb], epoch=epoch)
                 blocks = bulk.forward_blocks
-                logits = model.forward(blocks, x[blocks[0].src_ids], training=True,
-                                       key=(epoch, int(mb)))
                 y = graph.labels[bulk.blocks[0].dst_ids]
-                _, d, _ = softmax_cross_entropy_sum(logits, y)
-                model.backward(d)
+                ctx = BlockContext(blocks, labels=y, dtype=dtype, training=True, epoch=epoch,
+                                   seed=cfg["seed"], minibatch=int(mb))
+                logits = model.forward(ctx, ctx.input(x[blocks[0].src_ids]))
+                _, d, _ = ctx.loss(logits)
+                model.backward(ctx, d)
                 count += y.size
             for q in model.parameters():
                 q.grad[...] = q.grad / q.grad.dtype.type(count)

@@ -9,11 +9,33 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from spgnn.gnn.minibatch import sage_adjacency
-from spgnn.gnn.sage import BlockOperator, GraphSAGE, SAGEConv, softmax_cross_entropy_sum
+from spgnn import run_loopback
+from spgnn.gnn import DistGraph
+from spgnn.io import Graph
+
+from spgnn.gnn import BlockContext, BlockOperator, GraphSAGE, SAGEConv
+from spgnn.gnn.functional import softmax_cross_entropy
+from spgnn.io.preprocess import neighbour_pattern as sage_adjacency
 from spgnn.sampling import GraphSAGESampler, LADIESSampler
 
 N = 30
+
+
+def _forward(model, blocks, x, training=False, key=(0, 0), grid=None):
+    """The model on one minibatch's blocks (a BlockContext): ``(ctx, logits array)``."""
+    ctx = BlockContext(blocks, dtype=model.dtype, training=training, epoch=key[0],
+                       minibatch=key[1], seed=model.seed, grid=grid)
+    return ctx, model.forward(ctx, ctx.input(x)).local
+
+
+def _backward(model, ctx, d, need_input_grad=False):
+    ctx.need_input_grad = need_input_grad
+    out = model.backward(ctx, ctx.input(d))
+    return None if out is None else out.local
+
+
+def softmax_cross_entropy_sum(logits, labels):
+    return softmax_cross_entropy(logits, labels, reduction="sum")
 
 
 def _graph(seed=0, n=N, density=0.12):
@@ -59,7 +81,7 @@ def test_forward_equals_dense_reference(kind):
         c.bias.value[...] = np.random.default_rng(9).normal(size=c.bias.value.shape)
     blocks = bulk.forward_blocks
     x = np.random.default_rng(1).normal(size=(blocks[0].src_ids.size, 5))
-    got = model.forward(blocks, x)
+    _, got = _forward(model, blocks, x)
     h = x
     for k, (conv, blk) in enumerate(zip(model.convs, blocks)):
         h = _dense_layer(blk, h, conv)
@@ -73,18 +95,31 @@ def test_full_inference_equals_sampled_with_all_neighbours():
     """A fanout above every degree samples whole neighbourhoods: infer() must agree."""
     a = _graph(1)
     bulk = GraphSAGESampler((N, N), frontier="unique", seed=0).sample(a, [np.arange(N)])
-    model = GraphSAGE(4, 6, 2, layers=2, dropout=0.0, seed=0).place(np.float64)
-    x = np.random.default_rng(0).normal(size=(N, 4))
+    # exactly representable in float32, the dtype a Graph stores features in
+    x = np.random.default_rng(0).normal(size=(N, 4)).astype(np.float32).astype(np.float64)
     blocks = bulk.forward_blocks
-    sampled = model.forward(blocks, x[blocks[0].src_ids])
     deg = np.diff(a.indptr)
     mean = sp.diags_array(1.0 / np.maximum(deg, 1)) @ a
-    full = model.infer(x, lambda h: mean @ h)
+
+    def both(comm):
+        # the whole graph with the mean aggregator, on one rank: D^-1 A = `mean`
+        dg = DistGraph.from_graph(Graph(adj=a, features=x, labels=np.zeros(N, dtype=np.int64)),
+                                  comm, aggregation="mean", dtype=np.float64,
+                                  normalize_features=False, sparse_features=False)
+        model = GraphSAGE(4, 6, 2, layers=2, dropout=0.0, seed=0).place(np.float64, dg.grid)
+        _, sampled = _forward(model, blocks, x[blocks[0].src_ids], grid=dg.grid)
+        ctx = dg.context(training=False)
+        full = model.forward(ctx, dg.features).to_global()
+        return sampled, full, ctx.propagate(dg.features).to_global()
+
+    sampled, full, agg = run_loopback(1, both)[0]
+    np.testing.assert_allclose(agg, mean @ x, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(sampled, full[bulk.blocks[0].dst_ids], rtol=1e-12, atol=1e-12)
 
 
 def _loss(model, blocks, x, labels, key):
-    logits = model.forward(blocks, x, training=True, key=key)
+    ctx, logits = _forward(model, blocks, x, training=True, key=key)
+    _loss.ctx = ctx                    # the pass the next backward belongs to
     return softmax_cross_entropy_sum(logits, labels)
 
 
@@ -101,7 +136,7 @@ def test_gradients_finite_differences(kind, dropout):
     key = (3, 11)                      # masks are a function of the key: f is deterministic
     model.zero_grad()
     _, d, _ = _loss(model, blocks, x, labels, key)
-    dx = model.backward(d, need_input_grad=True)
+    dx = _backward(model, _loss.ctx, d, need_input_grad=True)
     eps = 1e-6
     for name, p in model.named_parameters():
         g = p.grad.copy()
@@ -131,10 +166,10 @@ def test_backward_accumulates_and_no_input_grad():
     labels = np.zeros(bulk.blocks[0].dst_ids.size, dtype=np.int64)
     model.zero_grad()
     _, d, _ = _loss(model, bulk.forward_blocks, x, labels, (0, 0))
-    assert model.backward(d) is None
+    assert _backward(model, _loss.ctx, d) is None
     once = [p.grad.copy() for p in model.parameters()]
     _, d, _ = _loss(model, bulk.forward_blocks, x, labels, (0, 0))
-    model.backward(d)
+    _backward(model, _loss.ctx, d)
     for g1, p in zip(once, model.parameters()):
         np.testing.assert_allclose(p.grad, 2 * g1, rtol=1e-13, atol=0)
 
@@ -145,7 +180,7 @@ def test_tree_without_dst_columns_is_rejected():
     model = GraphSAGE(3, 4, 2, layers=2).place(np.float64)
     x = np.zeros((bulk.forward_blocks[0].src_ids.size, 3))
     with pytest.raises(ValueError, match="include_dst"):
-        model.forward(bulk.forward_blocks, x)
+        _forward(model, bulk.forward_blocks, x)
 
 
 def test_input_validation():
@@ -154,9 +189,9 @@ def test_input_validation():
     from spgnn.errors import DimensionMismatch
 
     with pytest.raises(DimensionMismatch):
-        model.forward(bulk.forward_blocks[:2], np.zeros((3, 5)))
+        _forward(model, bulk.forward_blocks[:2], np.zeros((3, 5)))
     with pytest.raises(DimensionMismatch):
-        model.forward(bulk.forward_blocks, np.zeros((bulk.forward_blocks[0].src_ids.size, 4)))
+        _forward(model, bulk.forward_blocks, np.zeros((bulk.forward_blocks[0].src_ids.size, 4)))
     with pytest.raises(ValueError):
         GraphSAGE(5, 4, 3, layers=0)
     with pytest.raises(ValueError):
@@ -193,20 +228,31 @@ def test_state_dict_roundtrip_and_param_groups():
 def _sage_args(**kw):
     import argparse
 
+    from spgnn.cli import train as cli_train
+
     base = dict(graph="sbm:400:4:0", name=None, sampler="sage", batch_size=64, fanout="5,5",
                 bulk=4, hidden=16, lr=0.01, weight_decay=5e-4, dropout=0.5, epochs=20, seed=0,
                 partition_mode="replicated", json=False, split="0.6:0.2")
     base.update(kw)
-    return argparse.Namespace(**base)
+    parser = argparse.ArgumentParser()
+    cli_train.add_parser(parser.add_subparsers())
+    argv = ["train", "--graph", base.pop("graph"), "--model", "sage", "--no-progress"]
+    for k, v in base.items():
+        if v is None or v is False:
+            continue
+        argv += [f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
+    args = parser.parse_args(argv)
+    cli_train.apply_model_defaults(args)
+    return args
 
 
 def test_projected_features_are_standardised_not_renormalised():
-    """``feature_dim``: projected columns have mean 0 and variance 1, and ``train_sage`` hands
+    """``feature_dim``: projected columns have mean 0 and variance 1, and ``train`` hands
     them to the model as they are (row-normalising mixed-sign rows would divide by sums near 0:
     that made musae_facebook training collapse to one class)."""
-    from spgnn.gnn.minibatch import _load_for_sage
+    from spgnn.cli.train import load_root
 
-    x = _load_for_sage(_sage_args(feature_dim=8)).features
+    x = load_root(_sage_args(feature_dim=8)).features
     assert x.shape[1] == 8
     np.testing.assert_allclose(x.mean(axis=0), 0, atol=1e-5)     # stored as float32
     np.testing.assert_allclose(x.std(axis=0), 1, atol=1e-5)
@@ -215,6 +261,7 @@ def test_projected_features_are_standardised_not_renormalised():
 def test_train_sage_does_not_renormalise_projected_features(monkeypatch):
     """The standardised projection reaches the model as it is; raw features are row-normalised."""
     from spgnn import run_loopback
+    from spgnn.cli import train as cli_train
     from spgnn.gnn import minibatch as mb
 
     seen = []
@@ -226,7 +273,8 @@ def test_train_sage_does_not_renormalise_projected_features(monkeypatch):
 
     monkeypatch.setattr(mb.MinibatchGraph, "from_graph", classmethod(recording))
     for dim, expected in ((8, False), (None, True)):
-        rep = run_loopback(1, lambda comm: mb.train_sage(_sage_args(feature_dim=dim, epochs=2),
-                                                         comm), timeout=120)[0]
+        rep = run_loopback(1, lambda comm: cli_train.train(comm, _sage_args(feature_dim=dim,
+                                                                            epochs=2)),
+                           timeout=120)[0]
         assert seen[-1] is expected
         assert dim is None or rep["features"] == dim

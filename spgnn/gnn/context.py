@@ -1,0 +1,572 @@
+"""Contexts: the only door from a GNN layer to data movement.
+
+A layer receives a context in ``forward(ctx, H)`` and ``backward(ctx, dH)``
+and composes its helpers.  Two contexts implement the same helpers, so one
+layer class runs on both:
+
+* :class:`GraphContext` -- the whole graph, distributed for one algorithm
+  (:class:`~spgnn.gnn.data.DistGraph`): full-graph training and
+  full-neighbourhood evaluation.
+* :class:`BlockContext` -- one sampled minibatch held by this rank (a list of
+  :class:`~spgnn.sampling.SampledBlock`, one per hop): minibatch training.
+
+=============================  ====================================  ================================
+helper                          GraphContext                           BlockContext (hop ``h``)
+=============================  ====================================  ================================
+``propagate(H, hop)``           ``spmm(A, H)`` (the graph's            ``M_h·H``, ``M_h`` the block's
+                                aggregation: GCN ``Â`` or ``D⁻¹A``)    row-normalised pattern
+``propagate_transpose(G, hop)`` ``spmm(Aᵀ, G)``                        ``M_hᵀ·G``
+``root(H, hop)``                ``H`` (every node is its own root)     rows of the block's destinations
+``root_transpose(G, hop, d)``   ``d + G``                              ``d`` plus ``G`` scattered back
+``matmul(H, W)`` ...            as below, on the graph's layouts       local products
+``dropout(H, p, key)``          mask keyed by ``(seed, epoch, key)``   keyed by ``(seed, epoch, key,
+                                and each row's original node id        minibatch id)`` and row position
+``loss(logits)``                masked mean over the global mask       summed over the minibatch
+=============================  ====================================  ================================
+
+The dense helpers (:class:`Context`) infer what to do from the *layouts* of
+their operands, so the same layer code runs on every algorithm:
+
+=========================  ===========================  =============================================
+helper                      1d / 1d-aware / 15d / local   3d (H ``Layout(r, c)``, third axis ``t``)
+=========================  ===========================  =============================================
+``propagate(H)``            ``spmm(Â, H)``               ``spmm(Â[t, r], H)`` -> ``Layout(t, c)``, AR over r
+``propagate_transpose(G)``  ``spmm(Âᵀ, G)``              ``spmm(Âᵀ[t, r], G)`` -> ``Layout(t, c)``, AR over r
+``matmul(H, W)``            local ``H @ W`` (W replic.)  ``dense_ops.matmul`` -> ``Layout(r, t)``, AR over c
+``matmul_transpose(G, W)``  local ``G @ Wᵀ``             ``dense_ops.matmul(G, Wᵀ)``, AR over W's col axis
+``weight_grad(H, G, W)``    ``Hᵀ G``, AR over row axes   ``Hᵀ G``, AR (or reduce-scatter) over r
+``add_bias / bias_grad``    local / AR over row axes     local / AR over r
+``dropout(H, p, key)``      local (counter-based mask)   local
+=========================  ===========================  =============================================
+
+A block context's matrices are held whole by this rank (``Layout()`` on a
+one-rank grid), so its row axes are empty and its helpers never
+communicate: the minibatch trainer sums the gradients of all ranks in one
+all-reduce after the backward pass.  Every :class:`GraphContext` helper is
+collective over the graph's grid (all ranks call the same helpers in the
+same order, as in any SPMD program) and returns matrices whose replicas hold
+identical, complete values.
+
+Dropout: one scheme everywhere.  A mask entry is kept when the counter-based
+hash :func:`~spgnn.gnn.functional.hash_uniform` of ``(keys, row, column)``
+is at least ``p``; the context supplies the keys and the row ids.  Masks do
+not depend on ``P``, the algorithm, the layout or the rank that trains a
+minibatch.
+"""
+
+import numpy as np
+
+from ..comm import Communicator
+from ..core.dense_ops import matmul as dense_matmul
+from ..core.dist_dense import DistDenseMatrix
+from ..core.spmm import spmm
+from ..core.spmm_3d import depth_counts, gather_depth, nested_splits
+from ..errors import DimensionMismatch, DTypeError, LayoutMismatch
+from ..grid import grid_1d
+from ..layout import Layout
+from . import functional as F
+from .blocks import BlockOperator
+from .sparse import SparseBackedMatrix
+
+__all__ = ["Context", "GraphContext", "BlockContext", "DropoutMask", "local_grid"]
+
+_LOCAL_GRID = []
+
+
+def local_grid():
+    """A one-rank grid over :meth:`Communicator.solo` (made once per process). Local.
+
+    Holds what one rank holds whole and alone: a sampled minibatch's
+    activations, parameters trained without a graph.
+    """
+    if not _LOCAL_GRID:
+        _LOCAL_GRID.append(grid_1d(Communicator.solo()))
+    return _LOCAL_GRID[0]
+
+
+class DropoutMask:
+    """The counter-based mask of one dropout call, applied without being stored. Local.
+
+    Holds only the keys, the row ids and the column range: applying it
+    re-hashes (:func:`~spgnn.gnn.functional.dropout_apply`), which is cheaper
+    than keeping a float mask of the block's size between forward and
+    backward.  ``np.asarray(mask)`` gives the float scale block
+    (:func:`~spgnn.gnn.functional.dropout_mask`).
+    """
+
+    def __init__(self, p, keys, rows, col0, width, ncols, dtype, backend=None):
+        self.p, self.keys, self.rows = float(p), tuple(keys), rows
+        self.col0, self.width, self.ncols = int(col0), int(width), int(ncols)
+        self.dtype = np.dtype(dtype)
+        self.backend = backend
+
+    def apply(self, x):
+        """``x * mask`` (bit-identical to multiplying by the float mask). Local."""
+        return F.dropout_apply(x, self.p, self.keys, self.rows, self.col0, self.ncols,
+                               backend=self.backend)
+
+    def __array__(self, dtype=None, copy=None):
+        cols = np.arange(self.col0, self.col0 + self.width)
+        return F.dropout_mask(self.p, self.keys, self.rows, cols, self.ncols,
+                              dtype=dtype or self.dtype)
+
+    def __repr__(self):
+        return f"DropoutMask(p={self.p}, keys={self.keys}, rows={len(self.rows)})"
+
+
+class Context:
+    """The helpers every context shares: dense products, parameters, bias, dropout.
+
+    Subclasses add the graph: :meth:`propagate`, :meth:`propagate_transpose`,
+    :meth:`root`, :meth:`root_transpose`, the dropout keys and row ids, and
+    the loss.  Not constructed by users.
+
+    Attributes (local)
+    ------------------
+    grid : ProcessGrid
+        Where parameters are placed (and, for a graph, where data live).
+    dtype : numpy dtype
+        Parameter dtype.
+    training : bool
+        Dropout is active only when true.
+    epoch, seed : int
+        Keys of the counter-based dropout masks.
+    need_input_grad : bool
+        Whether the layer running ``backward`` must return its input
+        gradient.  False at the top (the model's input, the features, is not
+        trainable); :class:`~spgnn.gnn.models.Sequential` sets it per layer,
+        so the first layer skips its input-gradient products.
+    """
+
+    #: Weights split over the depth axis of a 3D grid (GraphContext only).
+    shard_weights = False
+
+    def __init__(self, grid, dtype, *, training=True, epoch=0, seed=0):
+        self.grid = grid
+        self.dtype = np.dtype(dtype)
+        self.training = bool(training)
+        self.epoch = int(epoch)
+        self.seed = int(seed)
+        self.need_input_grad = False
+
+    @property
+    def is_3d(self) -> bool:
+        return False
+
+    # -------------------------------------------------------- what subclasses give
+    def propagate(self, H, hop=0):
+        """The neighbourhood aggregation of hop ``hop``. Collective on a graph."""
+        raise NotImplementedError
+
+    def propagate_transpose(self, G, hop=0):
+        """The backward of :meth:`propagate`. Collective on a graph."""
+        raise NotImplementedError
+
+    def root(self, H, hop=0):
+        """The rows of ``H`` of hop ``hop``'s destination vertices (the root term). Local."""
+        raise NotImplementedError
+
+    def root_transpose(self, G, hop=0, into=None):
+        """The backward of :meth:`root`: ``G`` added into the source rows of ``into``. Local."""
+        raise NotImplementedError
+
+    def _dropout_keys(self, key):
+        raise NotImplementedError
+
+    def _row_ids(self, H):
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ 3D helpers
+    def _third(self, *axes):
+        rest = [a for a in self.grid.axis_names if a not in axes]
+        if len(rest) != 1:
+            raise LayoutMismatch(f"GraphContext: expected a 3D layout using two of the axes "
+                                 f"{self.grid.axis_names}, but got {axes}")
+        return rest[0]
+
+    def _unshard(self, H):
+        """A first-layer input row-sharded over depth, ``Layout((o, d), i)``, gathered to ``Layout(o, i)``.
+
+        Collective over ``d`` (one all-gather, as Plexus §2.4 line 2).
+        """
+        lay = H.layout
+        if len(lay.rows) != 2:
+            return H
+        o, d = lay.rows
+        local = gather_depth(self.grid, H.local, d, H.backend, "gnn:allgather-input",
+                             depth_counts(lay, self.grid, H.shape[0], o, d))
+        outer = None if lay.row_splits is None else tuple(lay.row_splits[::self.grid.axis_size(d)])
+        return DistDenseMatrix(local, H.shape, self.grid,
+                               Layout(o, lay.cols, row_splits=outer, col_splits=lay.col_splits),
+                               backend=H.backend)
+
+    def _roles_of(self, H, what):
+        lay = H.layout
+        if len(lay.rows) != 1 or len(lay.cols) != 1 or lay.partial:
+            raise LayoutMismatch(f"GraphContext.{what}: expected a 3D block layout Layout(r, c), "
+                                 f"but got {lay!r}")
+        r, c = lay.rows[0], lay.cols[0]
+        return r, c, self._third(r, c)
+
+    # ---------------------------------------------------------------- combination
+    def _place_weight(self, W, H):
+        """Place W for ``H @ W`` (on first use). Local."""
+        if not self.is_3d:
+            W.place(self.grid, Layout(), self.dtype, reduce_axes=H.layout.rows)
+            return
+        r, c, t = self._roles_of(H, "matmul")
+        hoff = H.layout.offsets(self.grid, H.shape[1], 1)
+        gr = self.grid.axis_size(r)
+        rows_per_block = np.diff(hoff)
+        if self.shard_weights and gr > 1 and np.all(rows_per_block % gr == 0):
+            lay = Layout((c, r), t, row_splits=nested_splits(hoff, gr))
+        else:
+            lay = Layout(c, t, row_splits=H.layout.col_splits)
+        W.place(self.grid, lay, self.dtype, reduce_axes=(r,))
+
+    def _check_w(self, H, W, what):
+        if H.shape[1] != W.shape[0]:
+            raise DimensionMismatch(f"GraphContext.{what}: dimension mismatch (n,k),(k,m)->(n,m): "
+                                    f"H.shape={H.shape}, W.shape={W.shape}")
+
+    def matmul(self, H, W):
+        """``H·W`` with a :class:`~spgnn.gnn.params.Parameter` W (placed on first use). Collective.
+
+        1d / 15d / blocks: W replicated, local product.  3d: W is
+        ``Layout(c, t)`` (or row-sharded over ``r``, all-gathered first), the
+        product is all-reduced over ``c`` and lands in ``Layout(r, t)``.
+        """
+        self._check_w(H, W, "matmul")
+        H = self._unshard(H)
+        self._place_weight(W, H)
+        if not self.is_3d:
+            if isinstance(H, SparseBackedMatrix):       # sparse features: O(nnz * m)
+                return H.like(H.matmul_local(W.value), shape=(H.shape[0], W.shape[1]))
+            return H.like(H.backend.matmul(H.local, W.value), shape=(H.shape[0], W.shape[1]))
+        return dense_matmul(H, W.as_dist(H.backend))
+
+    def _full_weight_block(self, W):
+        """W's local block, all-gathered over depth when sharded. Collective over depth."""
+        lay = W.layout
+        if len(lay.rows) != 2:
+            return W.value, lay.rows[0], lay.row_splits
+        c, r = lay.rows
+        full = gather_depth(self.grid, W.value, r, W.as_dist().backend, "gnn:allgather-W",
+                            depth_counts(lay, self.grid, W.shape[0], c, r))
+        return full, c, tuple(lay.row_splits[::self.grid.axis_size(r)])
+
+    def matmul_transpose(self, G, W):
+        """``G·Wᵀ``: the input gradient of :meth:`matmul`. Collective.
+
+        3d: G is ``Layout(r, t)``; the partial product is all-reduced over
+        ``t`` (Plexus §2.4 lines 14-16) and lands in H's layout ``Layout(r, c)``.
+        """
+        if G.shape[1] != W.shape[1]:
+            raise DimensionMismatch(f"GraphContext.matmul_transpose: G.shape={G.shape} does not "
+                                    f"fit W.shape={W.shape}")
+        W._require_placed("matmul_transpose")
+        if not self.is_3d:
+            return G.like(G.backend.matmul(G.local, W.value.T), shape=(G.shape[0], W.shape[0]))
+        full, c, csplits = self._full_weight_block(W)
+        t = W.layout.cols[0]
+        wt = DistDenseMatrix(np.ascontiguousarray(full.T), (W.shape[1], W.shape[0]), self.grid,
+                             Layout(t, c, row_splits=W.layout.col_splits, col_splits=csplits),
+                             backend=G.backend)
+        return dense_matmul(G, wt)
+
+    def weight_grad(self, H, G, W):
+        """Accumulate ``Hᵀ·G`` into ``W.grad``, summed over the node axes of H. Collective.
+
+        The node dimension of ``H`` is split over ``H.layout.rows``; summing
+        over exactly those axes (one replica of every node) gives the
+        complete gradient, identical on every replica of W's block.  1d:
+        ``"row"``; 1.5D: ``"row"`` only (never ``"layer"``, whose ranks hold
+        replicas); 3d: the depth axis ``r``, by all-reduce, or by
+        reduce-scatter when W is sharded over it (Plexus §2.4 line 13);
+        blocks: none (the minibatch trainer reduces).
+        """
+        H = self._unshard(H)
+        if H.shape[1] != W.shape[0] or G.shape[1] != W.shape[1] or H.shape[0] != G.shape[0]:
+            raise DimensionMismatch(f"GraphContext.weight_grad: H.shape={H.shape}, "
+                                    f"G.shape={G.shape} do not fit W.shape={W.shape}")
+        W._require_placed("weight_grad")
+        if isinstance(H, SparseBackedMatrix):
+            part = H.t_matmul_local(G.local)
+        else:
+            part = np.ascontiguousarray(H.local.T @ G.local)
+        axes = H.layout.rows
+        comm = self.grid.comm(*axes) if axes else None
+        if self.is_3d and len(W.layout.rows) == 2:
+            c, r = W.layout.rows
+            counts = depth_counts(W.layout, self.grid, W.shape[0], c, r)
+            g = comm.reduce_scatter(part, counts, label="gnn:reduce-scatter-dW")
+        elif comm is not None and comm.size > 1:
+            g = comm.allreduce(part, label="gnn:allreduce-dW")
+        else:
+            g = part
+        W.grad += g.astype(W.grad.dtype, copy=False)
+
+    # ----------------------------------------------------------------------- bias
+    def _place_bias(self, b, Q):
+        if b.shape != (1, Q.shape[1]):
+            raise DimensionMismatch(f"GraphContext.add_bias: bias shape {b.shape} must be "
+                                    f"(1, {Q.shape[1]})")
+        lay = Layout((), Q.layout.cols, col_splits=Q.layout.col_splits)
+        b.place(self.grid, lay, self.dtype, reduce_axes=Q.layout.rows)
+
+    def add_bias(self, Q, b):
+        """``Q + b`` (b a ``(1, m)`` Parameter, placed like Q's columns). Local."""
+        self._place_bias(b, Q)
+        return Q.like(Q.local + b.value)
+
+    def bias_grad(self, G, b):
+        """Accumulate the column sums of ``G`` into ``b.grad``. Collective over G's row axes."""
+        b._require_placed("bias_grad")
+        part = np.ascontiguousarray(G.local.sum(axis=0, keepdims=True))
+        axes = G.layout.rows
+        if axes and self.grid.comm(*axes).size > 1:
+            part = self.grid.comm(*axes).allreduce(part, label="gnn:allreduce-db")
+        b.grad += part.astype(b.grad.dtype, copy=False)
+
+    # ------------------------------------------------------------------- dropout
+    def dropout(self, H, p, key):
+        """Inverted dropout with a counter-based mask keyed by the context and ``key``. Local.
+
+        Returns ``(H', mask)``.  ``mask`` is a :class:`DropoutMask`: apply it
+        to a gradient with ``mask.apply(dH_local)`` (or multiply by it, which
+        materialises the float scale block); it is ``None`` when not
+        training or ``p == 0``, and then ``H' is H``.  For sparse features
+        (:class:`~spgnn.gnn.sparse.SparseBackedMatrix`) only the stored
+        entries are hashed and ``H'`` stays sparse-backed.
+        """
+        if not self.training or p == 0:
+            return H, None
+        mask = DropoutMask(p, self._dropout_keys(key), self._row_ids(H), H.col_start,
+                           H.local_shape[1], H.shape[1], H.dtype, backend=H.backend)
+        if isinstance(H, SparseBackedMatrix):
+            c = H.csr
+            data = F.dropout_apply_csr(c.indptr, c.indices, c.data, mask.p, mask.keys, mask.rows,
+                                       mask.col0, mask.ncols, backend=H.backend)
+            return H.with_data(data), mask
+        return H.like(mask.apply(H.local)), mask
+
+
+class GraphContext(Context):
+    """What a layer may use during one pass over a whole distributed graph.
+
+    Made by :meth:`spgnn.gnn.data.DistGraph.context`; not constructed by users.
+    ``graph`` is the :class:`~spgnn.gnn.data.DistGraph`; the other attributes
+    are :class:`Context`'s.
+    """
+
+    def __init__(self, graph, *, training=True, epoch=0, seed=0):
+        super().__init__(graph.grid, graph.dtype, training=training, epoch=epoch, seed=seed)
+        self.graph = graph
+        self.shard_weights = graph.shard_weights
+
+    @property
+    def is_3d(self) -> bool:
+        return self.graph.algorithm == "3d"
+
+    def _check_rows(self, H, what):
+        if H.shape[0] != self.graph.num_nodes:
+            raise DimensionMismatch(f"GraphContext.{what}: expected {self.graph.num_nodes} rows "
+                                    f"(one per node), but got shape {H.shape}")
+
+    # -------------------------------------------------------------- aggregation
+    def propagate(self, H, hop=0):
+        """``A·H`` (one graph convolution's aggregation; ``hop`` is ignored). Collective.
+
+        ``A`` is the graph's aggregation matrix: ``Â`` (GCN) or ``D⁻¹A``
+        (mean).  1d / 15d: the graph's algorithm, output in H's layout.  3d:
+        H is ``Layout(o, i)`` (or ``Layout((o, d), i)``, row-sharded
+        first-layer input), the result is ``Layout(d, i)``.
+        """
+        self._check_rows(H, "propagate")
+        g = self.graph
+        if not self.is_3d:
+            return spmm(g.A, H, algorithm=g.algorithm)
+        lay = H.layout
+        o = lay.rows[0]
+        d = lay.rows[1] if len(lay.rows) == 2 else self._third(o, *lay.cols)
+        return spmm(g.adjacency(d, o), H, algorithm="3d")
+
+    def propagate_transpose(self, G, hop=0):
+        """``Aᵀ·G``: the backward of :meth:`propagate`. Collective.
+
+        For a gradient ``G`` in :meth:`propagate`'s output layout
+        ``Layout(d, i)`` the result is in its input layout ``Layout(o, i)``,
+        all-reduced over ``d`` (Plexus §2.4 lines 17-18, ``l ≥ 1`` form).
+        """
+        self._check_rows(G, "propagate_transpose")
+        g = self.graph
+        if not self.is_3d:
+            return spmm(g.AT, G, algorithm=g.algorithm)
+        r, c, t = self._roles_of(G, "propagate_transpose")
+        return spmm(g.adjacency_T(t, r), G, algorithm="3d")
+
+    def root(self, H, hop=0):
+        """``H`` itself: on the whole graph every node is its own destination. Local."""
+        if self.is_3d:
+            raise LayoutMismatch("GraphContext.root: root terms need the input and the "
+                                 "aggregation in one layout, which 3d does not keep")
+        return H
+
+    def root_transpose(self, G, hop=0, into=None):
+        """``into + G`` (or ``G``): the backward of :meth:`root`. Local."""
+        return G if into is None else into.like(into.local + G.local)
+
+    # ------------------------------------------------------------------ dropout
+    def _dropout_keys(self, key):
+        return (self.seed, self.epoch, key)
+
+    def _row_ids(self, H):
+        # the input graph's node ids: the masks do not depend on the partition
+        return self.graph.node_ids(H.layout)
+
+    # ---------------------------------------------------------------------- loss
+    def _loss_args(self, logits):
+        lay = logits.layout
+        rows = self.grid.comm(*lay.rows) if lay.rows else None
+        cols = self.grid.comm(*lay.cols) if lay.cols else None
+        nodes = self.graph.node_block(lay)
+        return nodes, dict(row_comm=rows, class_comm=cols, col_start=logits.col_start)
+
+    def loss(self, logits, which="train"):
+        """Masked softmax cross-entropy ``(loss, dlogits, accuracy)``. Collective.
+
+        ``which`` names the mask (``"train"``, ``"val"``, ``"test"``).  The
+        mean is over the global number of masked nodes; ``dlogits`` is in the
+        logits' layout, complete on every replica.
+        """
+        nodes, kw = self._loss_args(logits)
+        loss, grad, acc = F.softmax_cross_entropy(logits.local, nodes["label"], nodes[which], **kw)
+        return loss, logits.like(grad), acc
+
+    def scores(self, logits, which=("train", "val", "test")):
+        """``{mask: (loss, accuracy, count)}`` for several masks, one reduction. Collective."""
+        nodes, kw = self._loss_args(logits)
+        return F.masked_scores(logits.local, nodes["label"], {w: nodes[w] for w in which}, **kw)
+
+    def predict(self, logits):
+        """Predicted class of every node, in the ORIGINAL node order, on every rank. Collective."""
+        nodes, kw = self._loss_args(logits)
+        pred = F.predictions(logits.local, kw["col_start"], kw["class_comm"])
+        lay = logits.layout
+        P = DistDenseMatrix(pred[:, None].astype(np.int64), (logits.shape[0], 1), self.grid,
+                            Layout(lay.rows, row_splits=lay.row_splits), backend=logits.backend)
+        return self.graph.to_original(P.to_global()[:, 0])
+
+
+class BlockContext(Context):
+    """What a layer may use during one pass over one sampled minibatch. Local.
+
+    Parameters
+    ----------
+    blocks : list of SampledBlock or BlockOperator, forward order
+        ``blocks[h]`` is hop ``h``'s sampled adjacency (input layer first:
+        ``BulkSample.forward_blocks``); block ``h+1``'s columns are block
+        ``h``'s rows.
+    labels : int array, optional
+        Labels of the last block's destination vertices (the minibatch),
+        for :meth:`loss`.
+    grid : ProcessGrid, optional
+        Where parameters are placed, replicated (``Layout()``): the
+        trainer's grid, so that evaluation on the whole graph finds them
+        placed; default :func:`local_grid`.
+    dtype : numpy float dtype of parameters and activations (default float64)
+    backend : backend of the block products (default: the configured one)
+    training, epoch, seed : as :class:`Context`
+    minibatch : int
+        The minibatch's global id: a dropout key, so a minibatch's masks do
+        not depend on ``P`` or on the rank that trains it.
+
+    Matrices are held whole by this rank (``Layout()`` on
+    :func:`local_grid`); :meth:`input` wraps an array as one.  No helper
+    communicates.
+    """
+
+    def __init__(self, blocks, *, labels=None, grid=None, dtype=np.float64, backend=None,
+                 training=False, epoch=0, seed=0, minibatch=0):
+        super().__init__(local_grid() if grid is None else grid, dtype, training=training,
+                         epoch=epoch, seed=seed)
+        if self.dtype.kind != "f":
+            raise DTypeError(f"BlockContext: dtype must be floating point, but got {self.dtype}")
+        self.blocks = [b if isinstance(b, BlockOperator) else BlockOperator(b, self.dtype, backend)
+                       for b in blocks]
+        self.labels = None if labels is None else np.asarray(labels, dtype=np.int64)
+        self.minibatch = int(minibatch)
+        self.backend = backend
+
+    def input(self, x):
+        """``x`` (this minibatch's input rows, block 0's columns) as a matrix of this context. Local."""
+        x = np.asarray(x)
+        if x.ndim != 2 or x.dtype.kind != "f":
+            raise DTypeError(f"BlockContext.input: expected a 2-D float array, but got "
+                             f"{x.dtype} of shape {x.shape}")
+        x = np.ascontiguousarray(x, dtype=self.dtype)
+        return DistDenseMatrix(x, x.shape, local_grid(), Layout(),
+                               backend=self.blocks[0].backend if self.blocks else self.backend)
+
+    def _block(self, hop, H, what, rows_of="num_src"):
+        if not 0 <= hop < len(self.blocks):
+            raise DimensionMismatch(f"BlockContext.{what}: the model asks for hop {hop}, but the "
+                                    f"context holds {len(self.blocks)} blocks (one per layer)")
+        op = self.blocks[hop]
+        want = getattr(op, rows_of)
+        if H.shape[0] != want:
+            raise DimensionMismatch(f"BlockContext.{what}: hop {hop}'s block has {want} "
+                                    f"{'columns' if rows_of == 'num_src' else 'rows'}, but got "
+                                    f"{H.shape[0]} rows")
+        return op
+
+    def _local(self, H, y):
+        return DistDenseMatrix(y, y.shape, H.grid, Layout(), backend=H.backend)
+
+    def propagate(self, H, hop=0):
+        """``M·H``: the mean over each destination's sampled neighbours (0 for none). Local."""
+        op = self._block(hop, H, "propagate")
+        return self._local(H, np.asarray(op.aggregate(H.local)))
+
+    def propagate_transpose(self, G, hop=0):
+        """``Mᵀ·G``: the backward of :meth:`propagate`. Local."""
+        op = self._block(hop, G, "propagate_transpose", "num_dst")
+        return self._local(G, np.asarray(op.aggregate_t(G.local)))
+
+    def root(self, H, hop=0):
+        """The rows of the hop's destination vertices among its sources. Local."""
+        op = self._block(hop, H, "root")
+        return self._local(H, H.local[op.self_index])
+
+    def root_transpose(self, G, hop=0, into=None):
+        """``G``'s rows added into the destinations' source rows of ``into``. Local."""
+        op = self._block(hop, G, "root_transpose", "num_dst")
+        if into is None:
+            out = np.zeros((op.num_src, G.shape[1]), dtype=G.dtype)
+        else:
+            out = into.local
+        np.add.at(out, op.self_index, G.local)
+        return self._local(G, out)
+
+    def _dropout_keys(self, key):
+        return (self.seed, self.epoch, key, self.minibatch)
+
+    def _row_ids(self, H):
+        return np.arange(H.shape[0], dtype=np.int64)
+
+    def loss(self, logits, which="train"):
+        """Summed softmax cross-entropy over the minibatch: ``(loss_sum, dlogits, correct)``. Local.
+
+        The gradient is that of the *sum* (the minibatch trainer divides by
+        the global number of loss terms after its all-reduce); computed in
+        float64 and returned in the logits' dtype.  ``which`` is ignored
+        (a minibatch is made of training vertices).
+        """
+        if self.labels is None:
+            raise ValueError("BlockContext.loss: the context was made without labels")
+        z = np.asarray(logits.local, dtype=np.float64)
+        if self.labels.shape != (z.shape[0],):
+            raise DimensionMismatch(f"BlockContext.loss: {z.shape[0]} logit rows but "
+                                    f"{self.labels.size} labels")
+        loss, grad, correct = F.softmax_cross_entropy(z, self.labels, None, reduction="sum")
+        return loss, logits.like(grad.astype(logits.dtype, copy=False)), correct

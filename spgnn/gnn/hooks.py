@@ -1,0 +1,155 @@
+"""Hooks of :meth:`Trainer.fit <spgnn.gnn.train.Trainer.fit>`: metrics, evaluation, progress, checkpoints.
+
+A hook's methods run on every rank, in the order the hooks are given:
+``on_fit_start(trainer)``, ``on_epoch_end(trainer, record)`` after every
+epoch (returning True asks to stop; the trainer agrees on it across ranks)
+and ``on_fit_end(trainer)``.  A hook may add keys to the epoch's record for
+the hooks after it.  Hooks that communicate say so; every rank runs them in
+the same order, so their collectives match.
+"""
+
+import sys
+
+import numpy as np
+
+from ..checkpoint import save_checkpoint_collective
+
+__all__ = ["Hook", "Metrics", "EvaluateEvery", "ProgressBar", "Checkpoint"]
+
+
+class Hook:
+    """Base class: every method does nothing."""
+
+    def on_fit_start(self, trainer):
+        pass
+
+    def on_epoch_end(self, trainer, record):
+        return False
+
+    def on_fit_end(self, trainer):
+        pass
+
+
+class Metrics(Hook):
+    """Per-epoch loss, training accuracy, seconds and bytes of all ranks. Collective.
+
+    Adds ``bytes_all_ranks`` (bytes every rank sent in the epoch, one
+    all-reduce labelled ``train:report``) to each record and keeps
+    ``history``: one ``[loss, train_acc, bytes_all_ranks]`` per epoch,
+    continued from ``history`` when resuming.  ``losses``, ``seconds`` and
+    ``bytes`` hold this run's epochs (``bytes``: what this rank sent).
+    """
+
+    def __init__(self, history=()):
+        self.history = [list(h) for h in history]
+        self.losses, self.seconds, self.bytes = [], [], []
+        self.last = None
+
+    def on_epoch_end(self, trainer, record):
+        total = int(trainer.comm.allreduce(np.array([record["bytes"]], dtype=np.int64),
+                                           label="train:report")[0])
+        record["bytes_all_ranks"] = total
+        self.history.append([float(record["loss"]), float(record["train_acc"]), total])
+        self.losses.append(float(record["loss"]))
+        self.seconds.append(float(record["seconds"]))
+        self.bytes.append(int(record["bytes"]))
+        self.last = record
+        return False
+
+
+class EvaluateEvery(Hook):
+    """Evaluate every ``every`` epochs; remember the best validation accuracy. Collective.
+
+    After each evaluation (epochs whose count is a multiple of ``every``),
+    ``best`` holds ``best_val_acc``, ``test_acc_at_best_val`` and
+    ``best_epoch`` (the earliest epoch with the highest validation accuracy:
+    the test set never decides).  With ``select="best-val"`` the parameters
+    of that epoch are kept (``best_state``) and :meth:`restore_best` puts
+    them back.  The accuracies are all-reduced, so every rank takes the same
+    decision.
+    """
+
+    def __init__(self, every, select="last", best=None, best_state=None):
+        if int(every) < 1:
+            raise ValueError(f"EvaluateEvery: every must be >= 1, but got {every}")
+        if select not in ("last", "best-val"):
+            raise ValueError(f"EvaluateEvery: select must be 'last' or 'best-val', but got "
+                             f"{select!r}")
+        self.every, self.select = int(every), select
+        self.best = dict(best) if best else {"best_val_acc": None, "test_acc_at_best_val": None,
+                                             "best_epoch": None}
+        self.best_state = best_state
+
+    def on_epoch_end(self, trainer, record):
+        if trainer.epoch % self.every:
+            return False
+        e = trainer.evaluate()
+        if self.best["best_val_acc"] is None or e["val_acc"] > self.best["best_val_acc"]:
+            self.best = {"best_val_acc": e["val_acc"], "test_acc_at_best_val": e["test_acc"],
+                         "best_epoch": trainer.epoch}
+            if self.select == "best-val":
+                self.best_state = trainer.model.state_dict()
+        return False
+
+    def restore_best(self, trainer):
+        """Load the best epoch's parameters; False when none were kept. Local."""
+        if self.best_state is None:
+            return False
+        trainer.model.load_state_dict(self.best_state)
+        return True
+
+
+class ProgressBar(Hook):
+    """A tqdm bar on rank 0 (stderr): loss, training accuracy, bytes of all ranks.
+
+    ``total`` epochs, starting at the trainer's epoch; needs :class:`Metrics`
+    before it for the bytes (``bytes_all_ranks``; otherwise this rank's).
+    """
+
+    def __init__(self, total, desc=""):
+        self.total, self.desc = int(total), str(desc)
+        self.bar = None
+
+    def on_fit_start(self, trainer):
+        if trainer.comm.rank != 0:
+            return
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=self.total, initial=min(trainer.epoch, self.total), unit="epoch",
+                        file=sys.stderr, desc=self.desc, dynamic_ncols=True)
+
+    def on_epoch_end(self, trainer, record):
+        if self.bar is not None:
+            self.bar.set_postfix(loss=f"{record['loss']:.4f}", acc=f"{record['train_acc']:.3f}",
+                                 bytes=f"{record.get('bytes_all_ranks', record['bytes']):,}",
+                                 refresh=False)
+            self.bar.update(1)
+        return False
+
+    def on_fit_end(self, trainer):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class Checkpoint(Hook):
+    """Write the whole job's state every ``every`` epochs. Collective.
+
+    ``make_state(trainer)`` returns the dict rank 0 writes (it may
+    communicate: every rank calls it); :func:`spgnn.checkpoint.save_checkpoint_collective`
+    writes it atomically (temporary file, fsync, rename: a crash mid-write
+    leaves the previous checkpoint intact).
+    """
+
+    def __init__(self, directory, every, make_state):
+        if int(every) < 1:
+            raise ValueError(f"Checkpoint: every must be >= 1, but got {every}")
+        self.directory, self.every, self.make_state = directory, int(every), make_state
+
+    def on_epoch_end(self, trainer, record):
+        if trainer.epoch % self.every == 0:
+            state = self.make_state(trainer)
+            save_checkpoint_collective(trainer.comm, self.directory,
+                                       state if trainer.comm.rank == 0 else None,
+                                       step=trainer.epoch)
+        return False

@@ -1,0 +1,84 @@
+"""The models the command line trains: one :class:`ModelSpec` per ``--model`` name.
+
+Adding a model is one class (a :class:`~spgnn.gnn.layers.Layer`, usually a
+:class:`~spgnn.gnn.models.Sequential`) plus one entry here: how to build it
+from the number of features, the number of classes and the options, which
+trainer runs it, and its defaults.  ``python -m spgnn train`` reads nothing
+else about a model.
+"""
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .models import GCN, GraphSAGE
+
+__all__ = ["ModelSpec", "MODELS", "TRAININGS"]
+
+#: How a model is trained: on the whole distributed graph (:class:`Trainer`)
+#: or on sampled minibatches (:class:`MinibatchTrainer`).
+TRAININGS = ("full-graph", "minibatch")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How to build and train one model.
+
+    Attributes
+    ----------
+    name : str
+        The ``--model`` name.
+    help : str
+        One line for ``--help``.
+    build : callable ``(num_features, num_classes, options) -> Layer``
+        ``options`` is a dict of the command's options (``hidden``,
+        ``layers``, ``dropout``, ``seed``, ``bias``, ``fanout``, ...).
+    training : ``"full-graph"`` or ``"minibatch"``
+    defaults : dict
+        Option values this model uses when the user gives none.
+    options : tuple of str
+        Options only this model's training reads (the command refuses them
+        for other models).
+    checkpoint_format : str
+        The ``format`` of its training checkpoints (a resume checks it).
+    """
+
+    name: str
+    help: str
+    build: Callable
+    training: str
+    defaults: dict = field(default_factory=dict)
+    options: tuple = ()
+    checkpoint_format: str = ""
+
+    def __post_init__(self):
+        if self.training not in TRAININGS:
+            raise ValueError(f"ModelSpec {self.name!r}: training must be one of {TRAININGS}, but "
+                             f"got {self.training!r}")
+
+
+def _gcn(num_features, num_classes, o):
+    return GCN(num_features, o["hidden"], num_classes, layers=o["layers"], dropout=o["dropout"],
+               seed=o["seed"], bias=o["bias"])
+
+
+def _sage(num_features, num_classes, o):
+    return GraphSAGE(num_features, o["hidden"], num_classes, layers=len(o["fanout"]),
+                     dropout=o["dropout"], seed=o["seed"], input_dropout=o["input_dropout"])
+
+
+#: The minibatch options (sampling, model selection) of ``--model sage``.
+MINIBATCH_OPTIONS = ("ladies_size", "input_dropout", "eval_every", "model_selection")
+
+MODELS = {
+    "gcn": ModelSpec(
+        "gcn", "full-graph GCN (Kipf & Welling)", _gcn, "full-graph",
+        defaults={"epochs": 200, "hidden": 16, "dropout": 0.5},
+        checkpoint_format="spgnn-train"),
+    # input dropout, dropout 0.6 and model selection on the validation set
+    # were chosen on Cora's validation accuracy (docs/sage_training.md)
+    "sage": ModelSpec(
+        "sage", "GraphSAGE (mean) on sampled minibatches", _sage, "minibatch",
+        defaults={"epochs": 50, "hidden": 64, "dropout": 0.6, "input_dropout": 0.5,
+                  "eval_every": 1, "model_selection": "best-val"},
+        options=MINIBATCH_OPTIONS, checkpoint_format="spgnn-train-sage"),
+}
