@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from ._common import as_pattern, check_nparts, perm_offsets, symmetric_pattern
 from .metis import metis_parts
@@ -41,6 +40,10 @@ def reorder(A, method: str = "rcm", *, nparts: int | None = None, seed: int = 0)
         return np.zeros(0, dtype=np.int64)
     G = symmetric_pattern(A)
     if method == "rcm":
+        # imported here: scipy.sparse.csgraph loads scipy.sparse.linalg (~40 ms), and
+        # every command line imports this package for PARTITIONERS
+        from scipy.sparse.csgraph import reverse_cuthill_mckee
+
         return np.asarray(reverse_cuthill_mckee(sp.csr_matrix(G), symmetric_mode=True),
                           dtype=np.int64)
     if method == "degree":
