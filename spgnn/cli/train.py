@@ -39,9 +39,10 @@ import numpy as np
 
 from . import print_result
 
+from ..partition import PARTITIONERS
 from .spmm import ALGORITHMS
 
-PARTITIONS = ("none", "random", "metis", "balanced")
+PARTITIONS = tuple(PARTITIONERS)
 DTYPES = ("float32", "float64")
 
 #: Options that must match between a checkpoint and the run resuming it.
