@@ -21,6 +21,7 @@ from _harness import machine  # noqa: E402
 
 from spgnn import Communicator  # noqa: E402
 from spgnn.cli.spmm import measure  # noqa: E402
+from spgnn.partition import PARTITIONERS  # noqa: E402
 
 ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
 
@@ -30,7 +31,7 @@ def main():
     ap.add_argument("--graph", default="rmat:14")
     ap.add_argument("--feat", type=int, default=64)
     ap.add_argument("--algos", default=",".join(ALGORITHMS))
-    ap.add_argument("--partition", default="none")
+    ap.add_argument("--partition", default="none", choices=tuple(PARTITIONERS))
     ap.add_argument("--replication", type=int, default=2)
     ap.add_argument("--backend", default=None)
     ap.add_argument("--repeat", type=int, default=5)

@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 
+from ..partition import PARTITIONERS, partition_graph, permute, write_partition_file
+
 ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
 
 
@@ -21,7 +23,8 @@ def add_parser(sub):
     p.add_argument("--ranks", default="8,64,256,1024", help="comma-separated rank counts")
     p.add_argument("--feat", type=int, default=128, help="columns of X (default 128)")
     p.add_argument("--algos", default=",".join(ALGORITHMS), help="comma-separated algorithms")
-    p.add_argument("--partition", default="metis", help="none | random | metis | balanced")
+    p.add_argument("--partition", default="metis", choices=tuple(PARTITIONERS),
+                   help="row order and blocks (spgnn.partition.PARTITIONERS; default metis)")
     p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms (default 2)")
     p.add_argument("--grid", help="XxYxZ for 3d (default: Plexus's model's best grid per P)")
     p.add_argument("--itemsize", type=int, default=4, help="bytes per element of X (default 4)")
@@ -75,7 +78,6 @@ def plan_all(args):
     from spgnn.io import load_adjacency
     from spgnn.planner import best_grid_3d, plan_spmm
 
-    from ._graph import partition_order, permute
     from .spmm import parse_grid
 
     ranks_list = _parse_list(args.ranks, "ranks", int)
@@ -91,7 +93,7 @@ def plan_all(args):
 
     def ordered(blocks):
         if blocks not in partitions:
-            perm, offsets, stats = partition_order(adj, args.partition, blocks, seed=args.seed)
+            perm, offsets, stats = partition_graph(adj, args.partition, blocks, seed=args.seed)
             partitions[blocks] = (perm, offsets, permute(adj, perm))
         return partitions[blocks]
 
@@ -123,8 +125,6 @@ def plan_all(args):
 
 
 def _save_partitions(path, partitions, n):
-    from ._graph import write_partition_file
-
     written = []
     for blocks, (perm, offsets, _) in sorted(partitions.items()):
         parts = np.zeros(n, dtype=np.int64)

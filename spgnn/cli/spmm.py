@@ -12,6 +12,8 @@ With ``--check``, rank 0 compares the result with scipy.
 
 import numpy as np
 
+from ..partition import (PARTITIONERS, order_from_parts, partition_graph, permute,
+                         read_partition_file)
 from . import print_result
 
 ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
@@ -22,7 +24,9 @@ def add_parser(sub):
     p.add_argument("--graph", required=True, help="graph file or generator spec (rmat:16:16)")
     p.add_argument("--feat", type=int, default=64, help="columns of X (default 64)")
     p.add_argument("--algo", default="1d-aware", choices=ALGORITHMS)
-    p.add_argument("--partition", default="none", help="none | random | metis | balanced")
+    p.add_argument("--partition", default="none", choices=tuple(PARTITIONERS),
+                   help="row order and blocks (spgnn.partition.PARTITIONERS; default none: "
+                        "the graph's order, even blocks)")
     p.add_argument("--partition-file", help="part id per vertex (from plan --save-partition)")
     p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms (default 2)")
     p.add_argument("--grid", help="XxYxZ for 3d (default: the grid Plexus's model prefers for "
@@ -53,14 +57,12 @@ def _prepare_root(args, blocks):
 
     from spgnn.io import load_adjacency
 
-    from ._graph import order_from_parts, partition_order, permute, read_partition_file
-
     adj, name = load_adjacency(args.graph)
     n = adj.shape[0]
     if args.partition_file:
         perm, offsets = order_from_parts(read_partition_file(args.partition_file, n), blocks)
     else:
-        perm, offsets, _ = partition_order(adj, args.partition, blocks, seed=args.seed)
+        perm, offsets, _ = partition_graph(adj, args.partition, blocks, seed=args.seed)
     a = permute(adj, perm)
     x = np.random.default_rng(args.seed).standard_normal((n, args.feat)).astype(np.float32)
     reference = (sp.csr_array(a, dtype=np.float64) @ x.astype(np.float64)) if args.check else None

@@ -41,9 +41,10 @@ import numpy as np
 
 from . import print_result
 
-# MERGE: replaced by core.spmm's algorithm list, grid's parser and partition's registry
+from ..partition import PARTITIONERS
+
+# MERGE: replaced by core.spmm's algorithm list and grid's parser
 GNN_ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
-PARTITIONERS = ("none", "random", "metis", "balanced")
 
 
 def parse_grid_shape(text, p, ndim=3, what="grid"):

@@ -11,7 +11,8 @@
 2. row-normalises the features (``normalize_features=True``; zero rows stay
    zero);
 3. optionally renumbers the vertices by a partition (``"random"``,
-   ``"metis"``, ``"balanced"``; ``"none"`` keeps the input order)
+   ``"metis"``, ``"balanced"`` through
+   :func:`spgnn.partition.partition_graph`; ``"none"`` computes nothing)
    and applies the permutation to Â's rows and columns, the features, the
    labels and the masks, remembering the original ids (dropout masks and
    :meth:`to_original` use them);
@@ -46,6 +47,7 @@ from ..grid import ProcessGrid, grid_1d, grid_15d, make_grid
 from ..layout import Layout, block_offsets
 from ..io.preprocess import (mean_adjacency, neighbour_pattern, normalized_adjacency,
                              row_normalize_features)
+from ..partition import PARTITIONERS, partition_graph
 from .context import GraphContext
 from .sparse import SPARSE_DENSITY, SparseBackedMatrix
 
@@ -53,7 +55,7 @@ __all__ = ["DistGraph", "ALGORITHMS", "PARTITIONS", "AGGREGATIONS", "default_gri
 
 #: Algorithms a GCN trains on.
 ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
-PARTITIONS = ("none", "random", "metis", "balanced")
+PARTITIONS = tuple(PARTITIONERS)
 #: The graph's aggregation matrix (what :meth:`GraphContext.propagate` multiplies by).
 AGGREGATIONS = ("gcn", "mean")
 _NODE_COLS = ("label", "train", "val", "test", "orig")
@@ -232,13 +234,11 @@ class DistGraph:
         if comm.rank == 0:
             n = adj_hat.shape[0]
             if partition != "none":
-                from ..cli._graph import partition_order
-
                 coo = adj_hat.tocoo()
                 off = coo.row != coo.col        # fresh arrays: Â itself is not touched
                 pattern = sp.csr_array((np.ones(int(off.sum()), dtype=np.float32),
                                         (coo.row[off], coo.col[off])), shape=adj_hat.shape)
-                perm, offsets, self.stats = partition_order(pattern, partition, nparts, seed)
+                perm, offsets, self.stats = partition_graph(pattern, partition, nparts, seed)
             else:
                 offsets = np.asarray(block_offsets(n, nparts), dtype=np.int64)
             labels = nodes[:, 0]
