@@ -18,14 +18,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..core.dist_dense import DistDenseMatrix
+from ..io import preprocess
 
 __all__ = ["SparseBackedMatrix", "csr_times_dense", "csr_transpose_pattern",
            "SPARSE_DENSITY"]
 
 #: ``DistGraph.from_graph(sparse_features=None)`` keeps a CSR copy of the
 #: feature block when at most this fraction of the features is non-zero
-#: (every rank decides from the global count, so all agree).
-SPARSE_DENSITY = 0.1
+#: (every rank decides from the global count, so all agree): the density
+#: below which preprocessing works on features in CSR form too.
+SPARSE_DENSITY = preprocess.SPARSE_DENSITY
 
 
 def _spmm_kernel():
