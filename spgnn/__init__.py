@@ -14,9 +14,9 @@ from .layout import Layout, block_bounds
 from .grid import AbstractGrid, ProcessGrid, grid_1d, grid_15d, grid_2d, grid_3d, make_grid
 from .comm import Communicator, CommStats, run_loopback
 from .backends import available_backends, get_backend, set_default_backend
-from .core.semiring import (Semiring, get_semiring, max_plus, max_second, max_times, mean,
+from .local.semiring import (Semiring, get_semiring, max_plus, max_second, max_times, mean,
                             min_plus, min_second, min_times, plus_pair, plus_second, plus_times)
-from .core.local import LocalCSR
+from .local.csr import LocalCSR
 from .core.dist_dense import DistDenseMatrix
 from .core.dist_sparse import DistSparseMatrix
 from .core.spmm import spmm

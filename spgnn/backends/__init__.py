@@ -9,9 +9,9 @@ message says why and how to fix it.
 import os
 
 from ..errors import BackendUnavailable
-from ._alloc import cached_bytes as output_cache_bytes
-from ._alloc import empty as empty_output
-from ._alloc import release_cached as release_output_cache
+from ..local.alloc import cached_bytes as output_cache_bytes
+from ..local.alloc import empty as empty_output
+from ..local.alloc import release_cached as release_output_cache
 from .base import Backend
 
 __all__ = ["Backend", "register_backend", "get_backend", "available_backends",

@@ -13,8 +13,8 @@ as scipy leaves it to ``check_format(full_check=True)``: kernels trust a
 
 import numpy as np
 
-from ..core.local import VALUE_DTYPES, LocalCSR
-from ..core.semiring import get_semiring
+from ..local.csr import VALUE_DTYPES, LocalCSR
+from ..local.semiring import get_semiring
 from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure
 
 __all__ = ["check_csr", "check_dense", "check_semiring", "check_spmm", "check_out",
@@ -45,7 +45,7 @@ def check_dense(x, op, name, xp=np):
 
 
 def check_semiring(semiring):
-    """The :class:`~spgnn.core.semiring.Semiring` for a semiring or its name."""
+    """The :class:`~spgnn.local.semiring.Semiring` for a semiring or its name."""
     return get_semiring(semiring)
 
 

@@ -1,7 +1,7 @@
 """The backend contract: array module plus local kernels.
 
 A backend owns one array type (numpy or CuPy) and implements every local
-sparse operation on :class:`~spgnn.core.local.LocalCSR` blocks.  It knows no
+sparse operation on :class:`~spgnn.local.csr.LocalCSR` blocks.  It knows no
 MPI and no distribution: :mod:`spgnn.core` composes these kernels with the
 communicator.  ``numpy`` (scipy) is the reference the others must equal.
 
@@ -38,7 +38,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from . import _validate as V
-from ._alloc import empty
+from ..local.alloc import empty
 
 __all__ = ["Backend"]
 

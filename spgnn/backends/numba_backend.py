@@ -16,10 +16,10 @@ import importlib.util
 
 import numpy as np
 
-from ..core.local import LocalCSR
+from ..local.csr import LocalCSR
 from . import _validate as V
 from . import register_backend
-from ._alloc import empty, empty_arrays
+from ..local.alloc import empty, empty_arrays
 from .base import Backend
 
 __all__ = ["NumbaBackend"]

@@ -18,7 +18,7 @@ import functools
 
 import numpy as np
 
-from ..core.local import LocalCSR
+from ..local.csr import LocalCSR
 from . import _validate as V
 from . import register_backend
 from .base import Backend

@@ -37,7 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from spgnn import errors as _errors
-from spgnn.backends import empty_output as _received
+from spgnn.local.alloc import empty as _received
 from spgnn.comm.stats import CommEvent, Ledger, block_size, model_allgather, model_allreduce
 from spgnn.comm.transport import REDUCE_OPS, Transport
 from spgnn.errors import DimensionMismatch, DTypeError, RemoteError
@@ -377,7 +377,7 @@ class Communicator:
             Same shape and dtype on every rank.
         op : str or Monoid
             ``"plus"``, ``"min"``, ``"max"``, ``"times"``, ``"lor"``,
-            ``"land"``, or an object (e.g. a :class:`~spgnn.core.semiring.Monoid`)
+            ``"land"``, or an object (e.g. a :class:`~spgnn.local.semiring.Monoid`)
             whose ``.name`` is one of them.
 
         Returns

@@ -13,7 +13,7 @@ implementations exist:
 Conventions shared by both: buffers are C-contiguous numpy arrays, counts and
 displacements are in ELEMENTS of the buffer's dtype, and the reduction ``op``
 is one of :data:`REDUCE_OPS`.  Arrays a transport allocates for what it
-receives come from the kernels' allocator (:func:`spgnn.backends.empty_output`):
+receives come from the kernels' allocator (:func:`spgnn.local.alloc.empty`):
 they start on a 64-byte cache line, because they are often the dense operand
 of the next SpMM, whose rows of 16 float32 would otherwise straddle two lines
 (numpy aligns to 16 bytes; kernels/README.md measures the difference).
@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from spgnn.backends import empty_output as _received
+from spgnn.local.alloc import empty as _received
 from spgnn.errors import DimensionMismatch, SpgnnError
 
 __all__ = [

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from ..backends import get_backend
 from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure, LayoutMismatch
 from ..layout import Layout
-from .local import VALUE_DTYPES, LocalCSR
+from ..local.csr import VALUE_DTYPES, LocalCSR
 from ._dist_common import as_layout, check_grid, check_shape, primary_owners, transfer_rects
 
 __all__ = ["DistSparseMatrix"]

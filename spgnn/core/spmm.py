@@ -39,13 +39,13 @@ rows replicated over C when named explicitly.
 
 import numpy as np
 
-from ..backends import empty_output
+from ..local.alloc import empty as empty_output
 from ..errors import DimensionMismatch, LayoutMismatch
 from ..layout import Layout
 from .dist_dense import DistDenseMatrix
 from .dist_sparse import DistSparseMatrix
-from .local import LocalCSR
-from .semiring import get_semiring, plus_times
+from ..local.csr import LocalCSR
+from ..local.semiring import get_semiring, plus_times
 from .spmm_15d import match_15d, spmm_15d, spmm_15d_aware
 from .spmm_3d import roles_3d, spmm_3d
 from ._dist_common import check_product
@@ -204,7 +204,7 @@ class ExchangePlan:
         """Send the planned rows of ``x_local`` (host array); return ``[x_local; received]``.
 
         The result is the next SpMM's dense operand, so it starts on a cache
-        line (:func:`~spgnn.backends.empty_output`; why: kernels/README.md).
+        line (:func:`~spgnn.local.alloc.empty`; why: kernels/README.md).
         """
         width = int(np.prod(x_local.shape[1:], dtype=np.int64))
         got = comm.alltoallv(np.ascontiguousarray(x_local[self.send_rows]), self.send_counts,

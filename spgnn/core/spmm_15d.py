@@ -54,7 +54,7 @@ paper's T_comm omits the all-reduce; the ledger records it (ring model,
 
 import numpy as np
 
-from ..backends import empty_output
+from ..local.alloc import empty as empty_output
 from ..errors import LayoutMismatch
 from ..layout import Layout, block_bounds
 from .dist_dense import DistDenseMatrix
@@ -192,7 +192,7 @@ def _local_semiring(semiring):
     """The semiring for partial products: ``mean`` reduces as plus and divides at the end."""
     if not semiring.row_mean:
         return semiring
-    from .semiring import Semiring
+    from ..local.semiring import Semiring
 
     return Semiring(semiring.name + ":partial", semiring.add, semiring.multiply)
 

@@ -34,8 +34,8 @@ trains it.
 import numpy as np
 
 from ..backends import get_backend
-from ..core.local import LocalCSR
-from ..core.semiring import plus_times
+from ..local.csr import LocalCSR
+from ..local.semiring import plus_times
 from ..errors import DimensionMismatch, DTypeError
 from ..grid import AbstractGrid
 from ..layout import Layout

@@ -37,8 +37,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..backends import get_backend
-from ..core.local import LocalCSR
-from ..core.semiring import plus_times
+from ..local.csr import LocalCSR
+from ..local.semiring import plus_times
 from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure
 from .rng import row_keys
 

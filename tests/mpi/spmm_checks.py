@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from spgnn import DistDenseMatrix, DistSparseMatrix, Layout, ProcessGrid, spmm
 from spgnn.comm.stats import block_size
-from spgnn.core.semiring import SEMIRINGS
+from spgnn.local.semiring import SEMIRINGS
 from spgnn.core.spmm_3d import nested_splits, roles_for_layer
 from spgnn.layout import block_bounds
 from spgnn.testing.asserts import assert_dist_allclose, assert_dist_equal

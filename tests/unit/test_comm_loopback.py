@@ -73,7 +73,7 @@ def test_allreduce_ops(p, dtype):
 
 
 def test_allreduce_monoid_and_logical():
-    from spgnn.core.semiring import MAX
+    from spgnn.local.semiring import MAX
 
     def fn(comm):
         y = comm.allreduce(np.array([comm.rank, -comm.rank], dtype=np.float64), MAX)
@@ -618,7 +618,7 @@ def test_received_arrays_start_on_a_cache_line(p):
     """What a collective returns is often the next SpMM's X: it starts on 64 bytes.
 
     Row counts cover numpy-sized buffers and ones past the allocator's
-    huge-page threshold (spgnn.backends._alloc.HUGE_MIN_BYTES).
+    huge-page threshold (spgnn.local.alloc.HUGE_MIN_BYTES).
     """
     def body(comm):
         outs = {}
