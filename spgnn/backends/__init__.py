@@ -6,6 +6,7 @@
 message says why and how to fix it.
 """
 
+import importlib
 import os
 
 from ..errors import BackendUnavailable
@@ -14,24 +15,46 @@ from ..local.alloc import empty as empty_output
 from ..local.alloc import release_cached as release_output_cache
 from .base import Backend
 
-__all__ = ["Backend", "register_backend", "get_backend", "available_backends",
+__all__ = ["Backend", "BUILTIN_BACKENDS", "register_backend", "get_backend", "available_backends",
            "backend_status", "set_default_backend", "empty_output", "release_output_cache",
            "output_cache_bytes"]
 
-_BACKENDS = {}
+#: The built-in backends, reference first: name -> (module, class).  The
+#: registry imports a module only when a backend is first asked for, and the
+#: backend modules never import the registry (they subclass
+#: :class:`~spgnn.backends.base.Backend`, nothing else), so the import graph
+#: stays a tree.  Importing them is cheap: each defers its own heavy
+#: dependency (numba, cupy) to first use.
+BUILTIN_BACKENDS = {
+    "numpy": ("spgnn.backends.numpy_backend", "NumpyBackend"),
+    "numba": ("spgnn.backends.numba_backend", "NumbaBackend"),
+    "cupy": ("spgnn.backends.cupy_backend", "CupyBackend"),
+}
+
+_BACKENDS = {}     # name -> class: the built-ins once loaded, then registered ones
+_REGISTERED = {}   # name -> class given to register_backend (wins over a built-in)
 _INSTANCES = {}
 _DEFAULT = [None]
 
 
 def register_backend(cls):
-    """Class decorator adding a backend under ``cls.name``."""
-    _BACKENDS[cls.name] = cls
+    """Class decorator adding a third-party backend under ``cls.name``.
+
+    ``cls`` subclasses :class:`Backend`.  A name already taken by a built-in
+    backend replaces it (the built-in list is in :data:`BUILTIN_BACKENDS`).
+    """
+    _REGISTERED[cls.name] = cls
+    if _BACKENDS:                  # the built-ins are loaded already
+        _BACKENDS[cls.name] = cls
+    _INSTANCES.pop(cls.name, None)
     return cls
 
 
 def _ensure_registered():
     if not _BACKENDS:
-        from . import numpy_backend, numba_backend, cupy_backend  # noqa: F401  (reference first)
+        for name, (module, cls) in BUILTIN_BACKENDS.items():
+            _BACKENDS[name] = getattr(importlib.import_module(module), cls)
+        _BACKENDS.update(_REGISTERED)
 
 
 def backend_status():

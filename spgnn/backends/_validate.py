@@ -13,9 +13,9 @@ as scipy leaves it to ``check_format(full_check=True)``: kernels trust a
 
 import numpy as np
 
+from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure
 from ..local.csr import VALUE_DTYPES, LocalCSR
 from ..local.semiring import get_semiring
-from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure
 
 __all__ = ["check_csr", "check_dense", "check_semiring", "check_spmm", "check_out",
            "check_spgemm", "check_spgemm_indptr", "check_sddmm", "normalize_index",

@@ -37,14 +37,19 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from . import _validate as V
 from ..local.alloc import empty
+from . import _validate as V
 
 __all__ = ["Backend"]
 
 
 class Backend(ABC):
-    """Abstract backend; subclasses register with :func:`spgnn.backends.register_backend`."""
+    """Abstract backend.
+
+    The built-in subclasses are listed by module path in
+    :data:`spgnn.backends.BUILTIN_BACKENDS`; a third-party subclass is added
+    with :func:`spgnn.backends.register_backend`.
+    """
 
     name: str = ""
 

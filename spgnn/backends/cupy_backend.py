@@ -8,7 +8,6 @@ without a GPU, hence the ``cupy.is_available()`` gate).
 
 import importlib.util
 
-from . import register_backend
 from .base import Backend
 
 __all__ = ["CupyBackend"]
@@ -16,7 +15,6 @@ __all__ = ["CupyBackend"]
 _NOT_IMPLEMENTED = "GPU kernels are not implemented yet (tracked in the GPU backend issue)"
 
 
-@register_backend
 class CupyBackend(Backend):
     """CuPy (CUDA) backend placeholder; every kernel raises :class:`NotImplementedError`."""
 

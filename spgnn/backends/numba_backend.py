@@ -16,10 +16,9 @@ import importlib.util
 
 import numpy as np
 
+from ..local.alloc import empty, empty_arrays
 from ..local.csr import LocalCSR
 from . import _validate as V
-from . import register_backend
-from ..local.alloc import empty, empty_arrays
 from .base import Backend
 
 __all__ = ["NumbaBackend"]
@@ -105,7 +104,6 @@ def _canonical(k, b):
     return bool(k["spgemm"].rows_strictly_increasing(b.indptr, b.indices))
 
 
-@register_backend
 class NumbaBackend(Backend):
     """Numba CPU backend: row-parallel kernels, numpy arrays."""
 

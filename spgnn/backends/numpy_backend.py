@@ -20,7 +20,6 @@ import numpy as np
 
 from ..local.csr import LocalCSR
 from . import _validate as V
-from . import register_backend
 from .base import Backend
 
 __all__ = ["NumpyBackend"]
@@ -65,7 +64,6 @@ def _row_mean_divisor(indptr, dtype):
     return np.maximum(np.diff(indptr), 1).astype(dtype)[:, None]
 
 
-@register_backend
 class NumpyBackend(Backend):
     """scipy/numpy reference backend (host memory, single threaded)."""
 
