@@ -466,6 +466,33 @@ def test_agree_raises_same_type_everywhere(exc_type, expected):
             assert "rank 1" in str(e) and "bad block" in str(e) and "1 other rank" in str(e)
 
 
+def test_checkpoint_error_in_an_agreed_section_is_a_checkpoint_error_everywhere(tmp_path):
+    """A checkpoint read that fails on one rank only (its own file is corrupt)
+    raises CheckpointError on every rank, not RemoteError on the healthy ones:
+    the class lives in spgnn.errors, which agree() rebuilds."""
+    from spgnn.checkpoint import load_checkpoint, save_checkpoint
+    from spgnn.errors import CheckpointError
+
+    files = [save_checkpoint(tmp_path / str(r), {"w": np.arange(3.0)}, step=1) for r in range(3)]
+    files[1].write_bytes(b"not a zip file")
+
+    def fn(comm):
+        err = None
+        try:
+            load_checkpoint(files[comm.rank])
+        except CheckpointError as e:
+            err = e
+        try:
+            comm.agree(err)
+        except CheckpointError as e:
+            return type(e), str(e)
+        return None, None
+
+    res = run_loopback(3, fn, timeout=10)
+    assert [t for t, _ in res] == [CheckpointError] * 3
+    assert res[0][1].startswith("rank 1: load_checkpoint:") and res[2][1] == res[0][1]
+
+
 def test_failing_rank_fails_fast_with_original_exception():
     class Boom(RuntimeError):
         pass
