@@ -42,7 +42,7 @@ def _alpha_beta(args):
 
     if args.alpha is not None and args.beta is not None:
         return args.alpha, args.beta, "given"
-    from spgnn.testing.mpi import find_mpiexec
+    from spgnn.comm.launch import find_mpiexec
 
     mpiexec = find_mpiexec()
     if mpiexec is not None and "PMI_RANK" not in os.environ and "PMI_SIZE" not in os.environ:

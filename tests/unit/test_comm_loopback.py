@@ -538,7 +538,7 @@ def test_missing_collective_times_out():
 
 
 def test_abort_stops_every_rank():
-    from spgnn.comm.transport import LoopbackAborted
+    from spgnn.errors import LoopbackAborted
 
     def fn(comm):
         if comm.rank == 1:
