@@ -8,6 +8,7 @@ message says why and how to fix it.
 
 import importlib
 import os
+import threading
 
 from ..errors import BackendUnavailable
 from ..local.alloc import cached_bytes as output_cache_bytes
@@ -35,6 +36,7 @@ _BACKENDS = {}     # name -> class: the built-ins once loaded, then registered o
 _REGISTERED = {}   # name -> class given to register_backend (wins over a built-in)
 _INSTANCES = {}
 _DEFAULT = [None]
+_LOCK = threading.Lock()
 
 
 def register_backend(cls):
@@ -43,18 +45,25 @@ def register_backend(cls):
     ``cls`` subclasses :class:`Backend`.  A name already taken by a built-in
     backend replaces it (the built-in list is in :data:`BUILTIN_BACKENDS`).
     """
-    _REGISTERED[cls.name] = cls
-    if _BACKENDS:                  # the built-ins are loaded already
-        _BACKENDS[cls.name] = cls
-    _INSTANCES.pop(cls.name, None)
+    with _LOCK:
+        _REGISTERED[cls.name] = cls
+        if _BACKENDS:              # the built-ins are loaded already
+            _BACKENDS[cls.name] = cls
+        _INSTANCES.pop(cls.name, None)
     return cls
 
 
 def _ensure_registered():
-    if not _BACKENDS:
-        for name, (module, cls) in BUILTIN_BACKENDS.items():
-            _BACKENDS[name] = getattr(importlib.import_module(module), cls)
-        _BACKENDS.update(_REGISTERED)
+    if _BACKENDS:
+        return
+    # Threads (loopback ranks) may ask at once: fill a new dict and publish it
+    # whole, so that no thread ever sees some built-ins but not all.
+    with _LOCK:
+        if not _BACKENDS:
+            found = {name: getattr(importlib.import_module(module), cls)
+                     for name, (module, cls) in BUILTIN_BACKENDS.items()}
+            found.update(_REGISTERED)
+            _BACKENDS.update(found)
 
 
 def backend_status():
