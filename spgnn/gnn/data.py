@@ -38,9 +38,9 @@ import scipy.sparse as sp
 from ..core.dist_dense import DistDenseMatrix
 from ..core.dist_sparse import DistSparseMatrix
 from ..core.spmm_15d import layouts_15d
-from ..core.spmm_3d import nested_splits, roles_for_layer
+from ..core.depth import nested_splits
 from ..errors import GridError
-from ..grid import ProcessGrid, grid_1d, grid_15d, make_grid
+from ..grid import ProcessGrid, default_grid_3d, grid_1d, grid_15d, make_grid, roles_for_layer
 from ..layout import Layout, block_offsets
 from .ops import GraphContext
 from .sparse import SPARSE_DENSITY, SparseBackedMatrix
@@ -72,22 +72,6 @@ def normalized_adjacency(adj, dtype=np.float32):
     out.sum_duplicates()
     out.sort_indices()
     return out
-
-
-def default_grid_3d(p):
-    """The most cubic ``(x, y, z)`` with ``x*y*z == p`` (ties: larger x, then y). Pure."""
-    best = None
-    for x in range(1, p + 1):
-        if p % x:
-            continue
-        for y in range(1, p // x + 1):
-            if (p // x) % y:
-                continue
-            z = p // (x * y)
-            key = (max(x, y, z) - min(x, y, z), -x, -y)
-            if best is None or key < best[0]:
-                best = (key, (x, y, z))
-    return best[1]
 
 
 def _prepare(graph, normalize_features, dtype):

@@ -28,7 +28,7 @@ import numpy as np
 from ..core.dense_ops import matmul as dense_matmul
 from ..core.dist_dense import DistDenseMatrix
 from ..core.spmm import spmm
-from ..core.spmm_3d import depth_counts, gather_depth, nested_splits
+from ..core.depth import depth_counts, gather_depth, nested_splits
 from ..errors import DimensionMismatch, LayoutMismatch
 from ..layout import Layout
 from . import functional as F
