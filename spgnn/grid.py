@@ -20,7 +20,7 @@ from .errors import GridError
 
 __all__ = ["AbstractGrid", "ProcessGrid", "make_grid", "grid_1d", "grid_15d", "grid_2d",
            "grid_3d", "DEFAULT_AXIS_NAMES", "AXES_3D", "rotate", "roles_for_layer", "shapes_3d",
-           "default_grid_3d"]
+           "default_grid_3d", "parse_grid"]
 
 DEFAULT_AXIS_NAMES = {1: ("row",), 2: ("row", "col"), 3: ("x", "y", "z")}
 #: Plexus's axis names, in grid order.
@@ -224,6 +224,24 @@ def grid_2d(rows: int, cols: int, comm=None) -> ProcessGrid:
 def grid_3d(x: int, y: int, z: int, comm=None) -> ProcessGrid:
     """An ``x x y x z`` grid, axes ``("x", "y", "z")`` as in Plexus."""
     return make_grid((x, y, z), ("x", "y", "z"), comm)
+
+
+def parse_grid(text, ranks, ndim=3, *, what="grid"):
+    """The grid shape written ``"2x2x2"``: ``ndim`` positive factors, product ``ranks``. Pure.
+
+    ``what`` names the value in messages (a command passes e.g.
+    ``"spmm: --grid"``).  Raises :class:`~spgnn.errors.GridError` (a
+    ``ValueError``), the same on every rank.
+    """
+    example = "x".join(["2"] * ndim)
+    try:
+        shape = tuple(int(v) for v in str(text).lower().split("x"))
+    except ValueError:
+        raise GridError(f"{what} must look like {example}, but got {text!r}") from None
+    if len(shape) != ndim or min(shape) < 1 or prod(shape) != ranks:
+        raise GridError(f"{what} needs {ndim} positive factors whose product is the {ranks} "
+                        f"ranks, but got {text!r}")
+    return shape
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ import sys
 
 import numpy as np
 
-ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
+from spgnn.core.spmm import DISTRIBUTED_ALGORITHMS
+from spgnn.grid import parse_grid
 
 
 def add_parser(sub):
@@ -20,7 +21,8 @@ def add_parser(sub):
     p.add_argument("--graph", required=True, help="graph file or generator spec (rmat:16:16)")
     p.add_argument("--ranks", default="8,64,256,1024", help="comma-separated rank counts")
     p.add_argument("--feat", type=int, default=128, help="columns of X (default 128)")
-    p.add_argument("--algos", default=",".join(ALGORITHMS), help="comma-separated algorithms")
+    p.add_argument("--algos", default=",".join(DISTRIBUTED_ALGORITHMS),
+                   help="comma-separated algorithms")
     p.add_argument("--partition", default="metis", help="none | random | metis | balanced")
     p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms (default 2)")
     p.add_argument("--grid", help="XxYxZ for 3d (default: Plexus's model's best grid per P)")
@@ -75,14 +77,13 @@ def plan_all(args):
     from spgnn.planner import best_grid_3d, plan_spmm
 
     from ._graph import load_adjacency, partition_order, permute
-    from .spmm import parse_grid
 
     ranks_list = _parse_list(args.ranks, "ranks", int)
     algos = _parse_list(args.algos, "algos")
-    bad = [a for a in algos if a not in ALGORITHMS]
+    bad = [a for a in algos if a not in DISTRIBUTED_ALGORITHMS]
     if bad or min(ranks_list) < 1:
-        raise ValueError(f"plan: algorithms must be among {ALGORITHMS} and ranks positive, "
-                         f"but got algos={algos}, ranks={ranks_list}")
+        raise ValueError(f"plan: algorithms must be among {DISTRIBUTED_ALGORITHMS} and ranks "
+                         f"positive, but got algos={algos}, ranks={ranks_list}")
     adj, name = load_adjacency(args.graph)
     n = adj.shape[0]
     alpha, beta, source = _alpha_beta(args)
@@ -104,7 +105,8 @@ def plan_all(args):
                 blocks = p // args.replication
                 extra["replication"] = args.replication
             if algo == "3d":
-                grid = parse_grid(args.grid, p) if args.grid else best_grid_3d(n, p, [args.feat] * 3)
+                grid = (parse_grid(args.grid, p, what="plan: --grid") if args.grid
+                        else best_grid_3d(n, p, [args.feat] * 3))
                 extra["grid"] = grid
                 a, offsets = adj, None             # 3D volumes do not depend on the pattern
             else:

@@ -39,7 +39,7 @@ import numpy as np
 
 from . import print_result
 
-from .spmm import ALGORITHMS
+from spgnn.core.spmm import DISTRIBUTED_ALGORITHMS as ALGORITHMS
 
 PARTITIONS = ("none", "random", "metis", "balanced")
 DTYPES = ("float32", "float64")

@@ -50,7 +50,7 @@ from .spmm_15d import match_15d, spmm_15d, spmm_15d_aware
 from .spmm_3d import roles_3d, spmm_3d
 from .spmm_common import row_split_result
 
-__all__ = ["spmm", "SPMM_ALGORITHMS"]
+__all__ = ["spmm", "SPMM_ALGORITHMS", "DISTRIBUTED_ALGORITHMS"]
 
 
 def _check_operands(A, X, semiring):
@@ -124,8 +124,13 @@ def _spmm_1d_aware(A, X, semiring):
     return row_split_result(A, X, be.spmm(plan.compact, be.from_host(x_ext), semiring))
 
 
+#: Every SpMM algorithm by name: the registry ``spmm(algorithm=...)`` looks up.
 SPMM_ALGORITHMS = {"local": _spmm_local, "1d": _spmm_1d, "1d-aware": _spmm_1d_aware,
                    "15d": spmm_15d, "15d-aware": spmm_15d_aware, "3d": spmm_3d}
+
+#: The distributed algorithms, in registry order: what a GNN trains on and
+#: the commands (``spmm``, ``plan``, ``train``) offer.  ``local`` is not one.
+DISTRIBUTED_ALGORITHMS = tuple(name for name in SPMM_ALGORITHMS if name != "local")
 
 
 def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False):

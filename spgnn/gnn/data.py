@@ -35,10 +35,11 @@
 import numpy as np
 import scipy.sparse as sp
 
+from ..core.depth import nested_splits
 from ..core.dist_dense import DistDenseMatrix
 from ..core.dist_sparse import DistSparseMatrix
+from ..core.spmm import DISTRIBUTED_ALGORITHMS
 from ..core.spmm_15d import layouts_15d
-from ..core.depth import nested_splits
 from ..errors import GridError
 from ..grid import ProcessGrid, default_grid_3d, grid_1d, grid_15d, make_grid, roles_for_layer
 from ..layout import Layout, block_offsets
@@ -48,7 +49,7 @@ from .sparse import SPARSE_DENSITY, SparseBackedMatrix
 __all__ = ["DistGraph", "ALGORITHMS", "PARTITIONS", "normalized_adjacency", "default_grid_3d"]
 
 #: Algorithms a GCN trains on.
-ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
+ALGORITHMS = DISTRIBUTED_ALGORITHMS
 PARTITIONS = ("none", "random", "metis", "balanced")
 _NODE_COLS = ("label", "train", "val", "test", "orig")
 
