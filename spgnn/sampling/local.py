@@ -37,9 +37,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..backends import get_backend
+from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure
 from ..local.csr import LocalCSR
 from ..local.semiring import plus_times
-from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure
 from .rng import row_keys
 
 __all__ = ["SampledBlock", "BulkSample", "GraphSAGESampler", "LADIESSampler", "LocalGraph",
