@@ -140,7 +140,7 @@ def dense_operand(rng, shape):
     Regular pages, as torch's allocator gives (spgnn's own large outputs
     also ask for huge pages; the benchmark does not, to favour no library).
     """
-    from spgnn.backends._alloc import _ALIGN, _aligned_numpy  # a plain numpy buffer
+    from spgnn.local.alloc import _ALIGN, _aligned_numpy  # a plain numpy buffer
     assert _ALIGN == DENSE_ALIGN
     out = _aligned_numpy(int(np.prod(shape)), np.dtype(np.float32)).reshape(shape)
     out[...] = rng.random(shape, dtype=np.float32)
@@ -281,7 +281,7 @@ def triad_bandwidth(triad, repeat):
 
 def first_calls(be):
     """First call of each spgnn kernel in this process (cache load or compile) vs a warm call."""
-    from spgnn.core.local import LocalCSR
+    from spgnn.local.csr import LocalCSR
     A = as_int32_csr(sp.random(64, 64, density=0.1, random_state=0, format="csr"))
     La = LocalCSR(A.indptr, A.indices, A.data, A.shape, check=None)
     Q = selection(64, 16)
@@ -309,7 +309,7 @@ t0 = time.perf_counter()
 import spgnn
 t_import = time.perf_counter() - t0
 from spgnn.backends import get_backend
-from spgnn.core.local import LocalCSR
+from spgnn.local.csr import LocalCSR
 A = sp.random(64, 64, density=0.1, random_state=0, format="csr", dtype=np.float32)
 La = LocalCSR(A.indptr.astype(np.int32), A.indices.astype(np.int32), A.data, A.shape, check=None)
 be = get_backend("numba")
@@ -341,7 +341,7 @@ def cold_start(threads):
 
 def bench_spmm(name, A, feats, libs, be, triad, repeat, seed=0):
     from spgnn.backends import empty_output
-    from spgnn.core.local import LocalCSR
+    from spgnn.local.csr import LocalCSR
     torch, gb = libs.get("torch"), libs.get("graphblas")
     m, n = A.shape
     La = LocalCSR(A.indptr, A.indices, A.data, A.shape, check=None)
@@ -388,8 +388,8 @@ def bench_semiring_spmm(name, A, f, libs, be, repeat, seed=0):
     generic scalar kernel (the code path before them) vs GraphBLAS, same X."""
     import numba
     from spgnn._kernels.numba import _ops, spmm as kernels
-    from spgnn.core.local import LocalCSR
-    from spgnn.core.semiring import get_semiring
+    from spgnn.local.csr import LocalCSR
+    from spgnn.local.semiring import get_semiring
     gb = libs.get("graphblas")
     m, n = A.shape
     La = LocalCSR(A.indptr, A.indices, A.data, A.shape, check=None)
@@ -420,7 +420,7 @@ def bench_semiring_spmm(name, A, f, libs, be, repeat, seed=0):
 
 
 def bench_sddmm(name, A, f, libs, be, repeat, seed=0):
-    from spgnn.core.local import LocalCSR
+    from spgnn.local.csr import LocalCSR
     torch = libs.get("torch")
     m, n = A.shape
     La = LocalCSR(A.indptr, A.indices, A.data, A.shape, check=None)
@@ -456,7 +456,7 @@ def bench_sddmm(name, A, f, libs, be, repeat, seed=0):
 
 
 def bench_spgemm(name, kind, A, B, libs, be, repeat):
-    from spgnn.core.local import LocalCSR
+    from spgnn.local.csr import LocalCSR
     gb = libs.get("graphblas")
     La = LocalCSR(A.indptr, A.indices, A.data, A.shape, check=None)
     Lb = LocalCSR(B.indptr, B.indices, B.data, B.shape, check=None)
@@ -486,7 +486,7 @@ def selection(n, b, seed=0):
 
 def bench_locality(name, A, f, be, triad, repeat, seed=0):
     from spgnn.backends import empty_output
-    from spgnn.core.local import LocalCSR
+    from spgnn.local.csr import LocalCSR
     from spgnn.partition import reorder
     m = A.shape[0]
     X = dense_operand(np.random.default_rng(seed), (m, f))
@@ -729,7 +729,7 @@ def main(argv=None):
     p.add_argument("--sample-rows", type=int, default=8192, help="rows b of the selection Q in Q·A")
     p.add_argument("--skip-cold", action="store_true", help="skip the fresh-process compile test")
     p.add_argument("--no-output-cache", action="store_true",
-                   help="do not reuse spgnn's freed output buffers (spgnn.backends._alloc; "
+                   help="do not reuse spgnn's freed output buffers (spgnn.local.alloc; "
                         "SpGEMM and SDDMM outputs, SpMM writes into out=): every call's output "
                         "is then a new mapping, first-touched like the other libraries' "
                         "outputs (still on huge pages)")
@@ -785,7 +785,7 @@ def main(argv=None):
             report["versions"]["suitesparse_graphblas"] = ssgb.__version__
         except Exception:
             pass
-    from spgnn.backends import _alloc
+    from spgnn.local import alloc as _alloc
     if args.no_output_cache:
         _alloc.CACHE_MAX_BYTES = 0
     report["machine"]["spgnn_output_cache_bytes"] = _alloc.CACHE_MAX_BYTES

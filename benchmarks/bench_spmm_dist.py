@@ -21,16 +21,15 @@ from _harness import machine  # noqa: E402
 
 from spgnn import Communicator  # noqa: E402
 from spgnn.cli.spmm import measure  # noqa: E402
+from spgnn.core.spmm import DISTRIBUTED_ALGORITHMS  # noqa: E402
 from spgnn.partition import PARTITIONERS  # noqa: E402
-
-ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--graph", default="rmat:14")
     ap.add_argument("--feat", type=int, default=64)
-    ap.add_argument("--algos", default=",".join(ALGORITHMS))
+    ap.add_argument("--algos", default=",".join(DISTRIBUTED_ALGORITHMS))
     ap.add_argument("--partition", default="none", choices=tuple(PARTITIONERS))
     ap.add_argument("--replication", type=int, default=2)
     ap.add_argument("--backend", default=None)

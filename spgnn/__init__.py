@@ -11,17 +11,18 @@ from .errors import (BackendMismatch, BackendUnavailable, DimensionMismatch, DTy
                      GraphFormatError, GridError, GridMismatch, InvalidSparseStructure,
                      LayoutMismatch, RemoteError, SpgnnEfficiencyWarning, SpgnnError)
 from .layout import Layout, block_bounds
-from .grid import AbstractGrid, ProcessGrid, grid_1d, grid_15d, grid_2d, grid_3d, make_grid
+from .grid import (AbstractGrid, ProcessGrid, grid_1d, grid_15d, grid_2d, grid_3d, make_grid,
+                   roles_for_layer, rotate)
 from .comm import Communicator, CommStats, run_loopback
 from .backends import available_backends, get_backend, set_default_backend
-from .core.semiring import (Semiring, get_semiring, max_plus, max_second, max_times, mean,
+from .local.semiring import (Semiring, get_semiring, max_plus, max_second, max_times, mean,
                             min_plus, min_second, min_times, plus_pair, plus_second, plus_times)
-from .core.local import LocalCSR
+from .local.csr import LocalCSR
 from .core.dist_dense import DistDenseMatrix
 from .core.dist_sparse import DistSparseMatrix
 from .core.spmm import spmm
 from .core.spmm_15d import layouts_15d
-from .core.spmm_3d import layouts_3d, roles_for_layer, rotate
+from .core.spmm_3d import layouts_3d
 from .core.dense_ops import matmul
 from .core import local_ops
 from .io import Graph, load_graph, rmat, sbm

@@ -24,24 +24,16 @@ def main(argv=None):
         # rank raises together (Communicator.agree) is printed once and every
         # rank exits; one raised by a rank alone aborts the job so that no
         # rank is left waiting in a collective.
-        from .comm.communicator import abort_if_parallel, finalize_world, is_agreed_on_world
+        from .comm import abort_if_parallel, finalize_world, is_agreed_on_world, world_rank
 
         agreed = is_agreed_on_world(exc)
-        if not agreed or _world_rank() == 0:
+        if not agreed or world_rank() == 0:
             print(f"spgnn {args.command}: error: {exc}", file=sys.stderr, flush=True)
         if agreed:
             finalize_world()          # every rank exits with 2; nothing aborts
         else:
             abort_if_parallel(2)
         return 2
-
-
-def _world_rank():
-    if "mpi4py.MPI" not in sys.modules:
-        return 0
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD.Get_rank()
 
 
 if __name__ == "__main__":

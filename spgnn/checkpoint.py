@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from spgnn.errors import SpgnnError
+from spgnn.errors import CheckpointError
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "list_checkpoints",
            "save_checkpoint_collective", "load_checkpoint_collective", "load_training_state",
@@ -73,13 +73,6 @@ _STRUCTURE = "__structure__"
 #: Key of the type tag in an encoded node.  A user dictionary that has this
 #: key is stored as an item list, so the tag is never ambiguous.
 _TAG = "$t"
-
-
-class CheckpointError(SpgnnError, ValueError):
-    """A checkpoint is missing, truncated, corrupt or of an unknown format.
-
-    The message names the file (or the directory) concerned.
-    """
 
 
 # ---------------------------------------------------------------- encoding

@@ -4,6 +4,11 @@ Every error subclasses both :class:`SpgnnError` and the built-in exception a
 scipy or numpy user would expect (``ValueError``, ``TypeError``,
 ``ImportError``), so ``except ValueError`` keeps working.
 
+Every class listed in ``__all__`` is one that
+:meth:`spgnn.comm.Communicator.agree` rebuilds on the ranks that did not fail
+(any other class reaches them as :class:`RemoteError`), so an error that a
+library function may raise on one rank of a collective belongs here.
+
 Message style: the operation, then what it requires, then what it got, naming
 both values, e.g. ``spmm: inner dimensions must agree, but got A.shape=(5, 4)
 and X.shape=(3, 2)``.
@@ -21,6 +26,8 @@ __all__ = [
     "BackendMismatch",
     "GraphFormatError",
     "RemoteError",
+    "CheckpointError",
+    "LoopbackAborted",
     "SpgnnEfficiencyWarning",
 ]
 
@@ -75,6 +82,17 @@ class RemoteError(SpgnnError, RuntimeError):
     The failing rank raises the specific error; its peers raise this one,
     carrying the failing rank's message, so that no rank is left waiting.
     """
+
+
+class CheckpointError(SpgnnError, ValueError):
+    """A checkpoint is missing, truncated, corrupt or of an unknown format.
+
+    The message names the file (or the directory) concerned.
+    """
+
+
+class LoopbackAborted(SpgnnError, RuntimeError):
+    """Raised in a virtual rank whose group was aborted (a peer failed or called abort)."""
 
 
 class SpgnnEfficiencyWarning(UserWarning):

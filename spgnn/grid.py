@@ -19,9 +19,12 @@ from math import prod
 from .errors import GridError
 
 __all__ = ["AbstractGrid", "ProcessGrid", "make_grid", "grid_1d", "grid_15d", "grid_2d",
-           "grid_3d", "DEFAULT_AXIS_NAMES"]
+           "grid_3d", "DEFAULT_AXIS_NAMES", "AXES_3D", "rotate", "roles_for_layer", "shapes_3d",
+           "default_grid_3d", "parse_grid"]
 
 DEFAULT_AXIS_NAMES = {1: ("row",), 2: ("row", "col"), 3: ("x", "y", "z")}
+#: Plexus's axis names, in grid order.
+AXES_3D = DEFAULT_AXIS_NAMES[3]
 
 
 class AbstractGrid:
@@ -221,3 +224,64 @@ def grid_2d(rows: int, cols: int, comm=None) -> ProcessGrid:
 def grid_3d(x: int, y: int, z: int, comm=None) -> ProcessGrid:
     """An ``x x y x z`` grid, axes ``("x", "y", "z")`` as in Plexus."""
     return make_grid((x, y, z), ("x", "y", "z"), comm)
+
+
+def parse_grid(text, ranks, ndim=3, *, what="grid"):
+    """The grid shape written ``"2x2x2"``: ``ndim`` positive factors, product ``ranks``. Pure.
+
+    ``what`` names the value in messages (a command passes e.g.
+    ``"spmm: --grid"``).  Raises :class:`~spgnn.errors.GridError` (a
+    ``ValueError``), the same on every rank.
+    """
+    example = "x".join(["2"] * ndim)
+    try:
+        shape = tuple(int(v) for v in str(text).lower().split("x"))
+    except ValueError:
+        raise GridError(f"{what} must look like {example}, but got {text!r}") from None
+    if len(shape) != ndim or min(shape) < 1 or prod(shape) != ranks:
+        raise GridError(f"{what} needs {ndim} positive factors whose product is the {ranks} "
+                        f"ranks, but got {text!r}")
+    return shape
+
+
+# --------------------------------------------------------------------------------------------
+# 3D grids: shapes and the per-layer roles of their axes (Plexus, Ranjan et al., SC'25)
+
+
+def shapes_3d(p):
+    """Every ``(x, y, z)`` with ``x * y * z == p``, by increasing ``x`` then ``y``. Pure."""
+    out = []
+    for x in range(1, p + 1):
+        if p % x:
+            continue
+        for y in range(1, p // x + 1):
+            if (p // x) % y == 0:
+                out.append((x, y, p // x // y))
+    return out
+
+
+def default_grid_3d(p):
+    """The most cubic ``(x, y, z)`` with ``x*y*z == p`` (ties: larger x, then y). Pure."""
+    return min(shapes_3d(p), key=lambda s: (max(s) - min(s), -s[0], -s[1]))
+
+
+def rotate(roles):
+    """The next layer's roles: ``(o, i, d) -> (d, o, i)`` (Plexus §2.5). Pure."""
+    o, i, d = roles
+    return d, o, i
+
+
+def roles_for_layer(layer, axes=AXES_3D):
+    """``(o, i, d)`` for layer ``layer``: ``axes``, then rotated ``layer % 3`` times. Pure.
+
+    With the default axes: layer 0 ``(x, y, z)``, layer 1 ``(z, x, y)``,
+    layer 2 ``(y, z, x)``, layer 3 ``(x, y, z)`` again.
+    """
+    if int(layer) < 0:
+        raise ValueError(f"roles_for_layer: layer must be non-negative, but got {layer}")
+    roles = tuple(axes)
+    if len(roles) != 3 or len(set(roles)) != 3:
+        raise GridError(f"roles_for_layer: need three distinct axis names, but got {axes!r}")
+    for _ in range(int(layer) % 3):
+        roles = rotate(roles)
+    return roles

@@ -13,16 +13,18 @@ of a bulk-synchronous step), summed over the collectives.
 """
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
 
 from .comm.stats import model_allgather, model_allreduce, model_alltoallv
-from .errors import DimensionMismatch
-from .grid import AbstractGrid
+from .errors import DimensionMismatch, GridError
+from .grid import AXES_3D, AbstractGrid, roles_for_layer, shapes_3d
 from .layout import block_bounds, block_offsets
 
-__all__ = ["PlannedEvent", "SpmmPlan", "plan_spmm", "PLANNERS", "pair_rows"]
+__all__ = ["PlannedEvent", "SpmmPlan", "plan_spmm", "PLANNERS", "pair_rows", "best_grid_3d",
+           "comm_terms_3d", "comm_volume_3d"]
 
 
 @dataclass
@@ -287,30 +289,114 @@ def plan_spmm(a, algorithm, ranks, feat, *, offsets=None, itemsize=4, replicatio
     return SpmmPlan(algorithm, ranks, feat, itemsize, events)
 
 
-def grids_3d(ranks):
-    """Every ``(X, Y, Z)`` with ``X * Y * Z == ranks``."""
-    out = []
-    for gx in range(1, ranks + 1):
-        if ranks % gx:
-            continue
-        for gy in range(1, ranks // gx + 1):
-            if (ranks // gx) % gy == 0:
-                out.append((gx, gy, ranks // gx // gy))
-    return out
-
-
 def best_grid_3d(n, ranks, dims):
     """The ``(X, Y, Z)`` grid Plexus's model prefers for a GCN epoch with widths ``dims``.
 
-    Minimises the per-rank epoch volume of :func:`spgnn.core.spmm_3d.comm_volume_3d`
+    Minimises the per-rank epoch volume of :func:`comm_volume_3d`
     (report §2.7; ties go to the smaller maximum axis volume).  The SpMM
     step alone is not a good criterion: a ``1 x P x 1`` grid makes it free
     by replicating A, and moves the cost into the dense layer steps.
     """
-    from .core.spmm_3d import comm_volume_3d
-
     def cost(grid):
         vol = comm_volume_3d(int(n), list(dims), grid)
         return (vol["total"], max(v for k, v in vol.items() if k != "total"))
 
-    return min(grids_3d(ranks), key=cost)
+    return min(shapes_3d(ranks), key=cost)
+
+
+# --------------------------------------------------------------------------------------------
+# The 3D algorithm's communication in closed form (Plexus, Ranjan et al., SC'25, §2.7)
+
+
+def comm_terms_3d(N, dims, grid_shape, *, axes=AXES_3D, forward=True, backward=True,
+                  shard_input=True, shard_weights=True):
+    """Every communication step of a ``len(dims) - 1``-layer 3D GCN epoch. Pure.
+
+    Returns a list of ``(layer, pass, step, axis, elements)`` with
+    ``elements`` the per-rank volume under the ring model (all-gather and
+    reduce-scatter ``(p−1)/p·M``, all-reduce ``2(p−1)/p·M`` for a full buffer
+    of ``M`` elements) as an exact :class:`fractions.Fraction`.  The steps are
+    the table of report §2.7, with layer ``l``'s roles ``roles_for_layer(l)``:
+    forward AG F (first layer, when ``shard_input``), AR H over o, AG W over d
+    (when ``shard_weights``), AR Q over i; backward RS dW over d (AR when the
+    weights are replicated), AG W over d, AR dH over o, and dF over d (RS for
+    the sharded first layer, AR otherwise).  Zero-volume steps are included.
+    """
+    N = int(N)
+    dims = [int(v) for v in dims]
+    if len(dims) < 2:
+        raise DimensionMismatch(f"comm_terms_3d: dims needs at least two entries, but got {dims}")
+    if len(grid_shape) != 3 or any(int(g) <= 0 for g in grid_shape):
+        raise GridError(f"comm_terms_3d: grid_shape must be three positive ints, but got "
+                        f"{grid_shape!r}")
+    G = dict(zip(axes, (int(g) for g in grid_shape)))
+
+    def ag(p, m):
+        return Fraction(p - 1, p) * m
+
+    def ar(p, m):
+        return 2 * Fraction(p - 1, p) * m
+
+    out = []
+    for layer in range(len(dims) - 1):
+        o, i, d = roles_for_layer(layer, axes)
+        go, gi, gd = G[o], G[i], G[d]
+        D, Dp = dims[layer], dims[layer + 1]
+        feat_in = Fraction(N * D, go * gi)       # F block  N/Go x D/Gi
+        h_blk = Fraction(N * D, gd * gi)         # H block  N/Gd x D/Gi
+        q_blk = Fraction(N * Dp, gd * go)        # Q block  N/Gd x D'/Go
+        w_blk = Fraction(D * Dp, gi * go)        # W block  D/Gi x D'/Go
+        first = layer == 0 and shard_input
+        if forward:
+            if first:
+                out.append((layer, "forward", "allgather F", d, ag(gd, feat_in)))
+            out.append((layer, "forward", "allreduce H", o, ar(go, h_blk)))
+            if shard_weights:
+                out.append((layer, "forward", "allgather W", d, ag(gd, w_blk)))
+            out.append((layer, "forward", "allreduce Q", i, ar(gi, q_blk)))
+        if backward:
+            if shard_weights:
+                out.append((layer, "backward", "reduce_scatter dW", d, ag(gd, w_blk)))
+                out.append((layer, "backward", "allgather W", d, ag(gd, w_blk)))
+            else:
+                out.append((layer, "backward", "allreduce dW", d, ar(gd, w_blk)))
+            out.append((layer, "backward", "allreduce dH", o, ar(go, h_blk)))
+            if first:
+                out.append((layer, "backward", "reduce_scatter dF", d, ag(gd, feat_in)))
+            else:
+                out.append((layer, "backward", "allreduce dF", d, ar(gd, feat_in)))
+    return out
+
+
+def comm_volume_3d(N, dims, grid_shape, *, axes=AXES_3D, itemsize=None, **options):
+    """Per-rank communication volume of a 3D GCN epoch, by grid axis (Plexus §2.7). Pure.
+
+    Parameters
+    ----------
+    N : int
+        Rows (vertices).
+    dims : sequence of int
+        Feature widths ``[D_0, ..., D_L]`` (``L`` layers).
+    grid_shape : (int, int, int)
+        ``(G_x, G_y, G_z)`` for ``axes``.
+    itemsize : int, optional
+        Bytes per element; when given the result is in bytes.
+    **options
+        ``forward``, ``backward``, ``shard_input``, ``shard_weights`` as in
+        :func:`comm_terms_3d` (default: the full epoch with Plexus's sharding).
+
+    Returns
+    -------
+    dict
+        ``{axis: volume, ..., "total": volume}`` as exact Fractions (ints
+        compare equal when integral).  For the report's test vector,
+        ``comm_volume_3d(65536, [128, 128, 128, 32], (2, 2, 2))["total"] ==
+        23_606_784``.
+    """
+    out = {a: Fraction(0) for a in axes}
+    for *_, axis, vol in comm_terms_3d(N, dims, grid_shape, axes=axes, **options):
+        out[axis] += vol
+    if itemsize is not None:
+        out = {a: v * int(itemsize) for a, v in out.items()}
+    out["total"] = sum(out.values(), Fraction(0))
+    return out

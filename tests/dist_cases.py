@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from hypothesis import strategies as st
 
 from spgnn import (AbstractGrid, DistDenseMatrix, DistSparseMatrix, Layout, ProcessGrid, spmm)
-from spgnn.core.semiring import SEMIRINGS
+from spgnn.local.semiring import SEMIRINGS
 from spgnn.testing.asserts import assert_dist_allclose, assert_dist_equal
 from spgnn.testing.reference import reference_spmm
 from spgnn.testing.strategies_dist import grid_shapes, layouts_for, random_sparse, splits_for

@@ -228,7 +228,7 @@ SEMIRING_WIDTHS = (64, 16, 4, 1)
 
 
 #: ``(add_op, mul_op)`` codes with a register kernel besides plus_times: the
-#: registered semirings (spgnn.core.semiring) plus_second, plus_pair,
+#: registered semirings (spgnn.local.semiring) plus_second, plus_pair,
 #: min/max x plus/times/second.  Other pairs run the generic scalar kernel.
 REGISTER_SEMIRINGS = (
     (ADD_PLUS, MUL_SECOND), (ADD_PLUS, MUL_PAIR),

@@ -6,32 +6,64 @@
 message says why and how to fix it.
 """
 
+import importlib
 import os
+import threading
 
 from ..errors import BackendUnavailable
-from ._alloc import cached_bytes as output_cache_bytes
-from ._alloc import empty as empty_output
-from ._alloc import release_cached as release_output_cache
+from ..local.alloc import cached_bytes as output_cache_bytes
+from ..local.alloc import empty as empty_output
+from ..local.alloc import release_cached as release_output_cache
 from .base import Backend
 
-__all__ = ["Backend", "register_backend", "get_backend", "available_backends",
+__all__ = ["Backend", "BUILTIN_BACKENDS", "register_backend", "get_backend", "available_backends",
            "backend_status", "set_default_backend", "empty_output", "release_output_cache",
            "output_cache_bytes"]
 
-_BACKENDS = {}
+#: The built-in backends, reference first: name -> (module, class).  The
+#: registry imports a module only when a backend is first asked for, and the
+#: backend modules never import the registry (they subclass
+#: :class:`~spgnn.backends.base.Backend`, nothing else), so the import graph
+#: stays a tree.  Importing them is cheap: each defers its own heavy
+#: dependency (numba, cupy) to first use.
+BUILTIN_BACKENDS = {
+    "numpy": ("spgnn.backends.numpy_backend", "NumpyBackend"),
+    "numba": ("spgnn.backends.numba_backend", "NumbaBackend"),
+    "cupy": ("spgnn.backends.cupy_backend", "CupyBackend"),
+}
+
+_BACKENDS = {}     # name -> class: the built-ins once loaded, then registered ones
+_REGISTERED = {}   # name -> class given to register_backend (wins over a built-in)
 _INSTANCES = {}
 _DEFAULT = [None]
+_LOCK = threading.Lock()
 
 
 def register_backend(cls):
-    """Class decorator adding a backend under ``cls.name``."""
-    _BACKENDS[cls.name] = cls
+    """Class decorator adding a third-party backend under ``cls.name``.
+
+    ``cls`` subclasses :class:`Backend`.  A name already taken by a built-in
+    backend replaces it (the built-in list is in :data:`BUILTIN_BACKENDS`).
+    """
+    with _LOCK:
+        _REGISTERED[cls.name] = cls
+        if _BACKENDS:              # the built-ins are loaded already
+            _BACKENDS[cls.name] = cls
+        _INSTANCES.pop(cls.name, None)
     return cls
 
 
 def _ensure_registered():
-    if not _BACKENDS:
-        from . import numpy_backend, numba_backend, cupy_backend  # noqa: F401  (reference first)
+    if _BACKENDS:
+        return
+    # Threads (loopback ranks) may ask at once: fill a new dict and publish it
+    # whole, so that no thread ever sees some built-ins but not all.
+    with _LOCK:
+        if not _BACKENDS:
+            found = {name: getattr(importlib.import_module(module), cls)
+                     for name, (module, cls) in BUILTIN_BACKENDS.items()}
+            found.update(_REGISTERED)
+            _BACKENDS.update(found)
 
 
 def backend_status():

@@ -13,13 +13,14 @@ as scipy leaves it to ``check_format(full_check=True)``: kernels trust a
 
 import numpy as np
 
-from ..core.local import VALUE_DTYPES, LocalCSR
-from ..core.semiring import get_semiring
 from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure
+from ..local.csr import VALUE_DTYPES, LocalCSR
+from ..local.semiring import get_semiring
 
 __all__ = ["check_csr", "check_dense", "check_semiring", "check_spmm", "check_out",
            "check_spgemm", "check_spgemm_indptr", "check_sddmm", "normalize_index",
-           "result_dtype", "index_dtype_for", "indptr_mismatch"]
+           "result_dtype", "index_dtype_for", "indptr_mismatch", "SAMPLE_METHOD_CODES",
+           "check_sample_method", "check_drop_probability"]
 
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -45,7 +46,7 @@ def check_dense(x, op, name, xp=np):
 
 
 def check_semiring(semiring):
-    """The :class:`~spgnn.core.semiring.Semiring` for a semiring or its name."""
+    """The :class:`~spgnn.local.semiring.Semiring` for a semiring or its name."""
     return get_semiring(semiring)
 
 
@@ -167,3 +168,24 @@ def indptr_mismatch(bad_rows, op="spgemm_numeric"):
     return InvalidSparseStructure(
         f"{op}: indptr must be the output of spgemm_symbolic(A, B), but {bad_rows} "
         f"row(s) have a different number of entries")
+
+
+#: The sampling methods of ``Backend.sample_rows`` and the codes the kernels
+#: take for them (``spgnn._kernels.numba.sample.METHOD_*``).
+SAMPLE_METHOD_CODES = {"floyd": 0, "es": 1, "its": 2}
+
+
+def check_sample_method(method, op="sample_rows"):
+    """The kernel code of a sampling method name (ValueError otherwise)."""
+    try:
+        return SAMPLE_METHOD_CODES[method]
+    except (KeyError, TypeError):
+        raise ValueError(f"{op}: method must be one of {tuple(SAMPLE_METHOD_CODES)}, but got "
+                         f"{method!r}") from None
+
+
+def check_drop_probability(p, op):
+    """A dropout probability: a float in ``[0, 1)`` (ValueError otherwise)."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"{op}: p must lie in [0, 1), but got {p}")
+    return float(p)

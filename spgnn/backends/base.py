@@ -1,7 +1,7 @@
 """The backend contract: array module plus local kernels.
 
 A backend owns one array type (numpy or CuPy) and implements every local
-sparse operation on :class:`~spgnn.core.local.LocalCSR` blocks.  It knows no
+sparse operation on :class:`~spgnn.local.csr.LocalCSR` blocks.  It knows no
 MPI and no distribution: :mod:`spgnn.core` composes these kernels with the
 communicator.  ``numpy`` (scipy) is the reference the others must equal.
 
@@ -31,20 +31,82 @@ Semantics shared by all backends (tested against the numpy backend):
 ``matmul(a, b)``
     Dense ``a @ b`` (2-D arrays of this backend), exactly numpy's product,
     in a new array laid out for the kernels that read it next.
+
+Sampling and de-duplication (used by :mod:`spgnn.sampling`).  Results are
+integer positions and ids, identical bit for bit on every backend and
+independent of thread counts:
+
+``sample_rows(indptr, indices, data, rows, keys, s, method, weighted)``
+    Keyed sampling without replacement: output row ``r`` holds
+    ``min(s, m+)`` distinct positions (into ``indices``/``data``) of CSR row
+    ``rows[r]``, increasing (``m+``: the row's entries, or those with
+    ``data > 0`` when ``weighted``).  ``method`` is ``"floyd"`` (uniform
+    only), ``"es"`` (Efraimidis-Spirakis keys) or ``"its"`` (successive
+    inverse transform); every random number is a pure function of
+    ``keys[r]`` (uint64) and an integer (SplitMix64; the methods and their
+    laws: :mod:`spgnn._kernels.numba.sample`).  Returns ``(out_indptr,
+    positions)``, int64, ``out_indptr`` of length ``len(rows) + 1``.
+``first_appearance(a, a_ptr, b, b_ptr, n)``
+    Per-minibatch de-duplication in first-appearance order: minibatch ``i``'s
+    items are ``a[a_ptr[i]:a_ptr[i+1]]`` followed by ``b[b_ptr[i]:b_ptr[i+1]]``
+    (vertex ids in ``[0, n)``); each distinct vertex of a minibatch becomes
+    one column, numbered by first appearance, minibatches one after the
+    other.  Returns ``(col_a, col_b, src, col_ptr)``, int64: the column of
+    every item of ``a`` and of ``b``, the vertex of every column, and the
+    per-minibatch column offsets (length ``k + 1``).
+``sort_rows_by_column(indptr, indices, data)``
+    Sorts each CSR row's ``(indices, data)`` pairs by column, IN PLACE
+    (columns distinct within a row, so the result is unique); returns
+    ``None``.
+
+Element-wise GNN kernels (used by :mod:`spgnn.gnn`).  Dense inputs are 2-D
+float32 or float64 arrays; results have the input's dtype and are identical
+bit for bit on every backend (same IEEE operations, including ``-0.0`` and
+NaN propagation):
+
+``relu(x)``
+    ``(out, mask)``: ``out = x`` where ``x > 0``, else ``+0`` (NaN gives
+    ``+0``); ``mask = x > 0`` (bool).  New arrays.
+``relu_backward(dy, mask)``
+    ``dy`` where ``mask``, else ``+0``.  A new array.
+``dropout(x, p, base, rows, col0, ncols, out=None)``
+    Counter-based inverted dropout of a dense block: ``out[i, j] = x[i, j] *
+    (scale if u >= p else 0)`` with ``scale = x.dtype.type(1 / (1 - p))``
+    and ``u = (mix64((c ^ base) + GOLDEN) >> 11) * 2**-53`` for the counter
+    ``c = rows[i] * ncols + col0 + j`` (uint64, wrapping; ``mix64`` the
+    SplitMix64 finaliser, :func:`spgnn.counter_rng.counter_uniform`).
+    ``rows`` are global node ids, ``col0`` the global column of ``x[:, 0]``,
+    ``ncols`` the global column count, ``base`` the uint64 that mixes the
+    caller's keys (seed, epoch, layer).  ``p`` in ``[0, 1)``.  ``out`` may
+    be ``x``; a non-float ``x`` is taken as float64.
+``dropout_csr(indptr, indices, data, p, base, rows, col0, ncols)``
+    The same on the stored entries of a CSR block (counter ``rows[i] *
+    ncols + col0 + indices[e]``): a new ``data`` array; the pattern is kept
+    (dropped entries become explicit zeros).
+
+``spmm`` serves sparse x dense products of feature blocks too:
+``spmm(LocalCSR(indptr, indices, data, shape, check=None), x, plus_times)``
+with ``x`` cast to ``data``'s dtype is the numba backend's
+``csr_spmm_plus_times`` kernel.
 """
 
 from abc import ABC, abstractmethod
 
 import numpy as np
 
+from ..local.alloc import empty
 from . import _validate as V
-from ._alloc import empty
 
 __all__ = ["Backend"]
 
 
 class Backend(ABC):
-    """Abstract backend; subclasses register with :func:`spgnn.backends.register_backend`."""
+    """Abstract backend.
+
+    The built-in subclasses are listed by module path in
+    :data:`spgnn.backends.BUILTIN_BACKENDS`; a third-party subclass is added
+    with :func:`spgnn.backends.register_backend`.
+    """
 
     name: str = ""
 
@@ -113,6 +175,36 @@ class Backend(ABC):
 
     @abstractmethod
     def transpose(self, a): ...
+
+    # -- sampling (semantics: module docstring) ---------------------------------
+    @abstractmethod
+    def sample_rows(self, indptr, indices, data, rows, keys, s, method, weighted):
+        """``(out_indptr, positions)``: up to ``s`` keyed samples per row ``rows[r]``. Local."""
+
+    @abstractmethod
+    def first_appearance(self, a, a_ptr, b, b_ptr, n):
+        """``(col_a, col_b, src, col_ptr)``: per-minibatch first-appearance columns. Local."""
+
+    @abstractmethod
+    def sort_rows_by_column(self, indptr, indices, data):
+        """Sort each row's ``(indices, data)`` by column in place. Local."""
+
+    # -- element-wise GNN kernels (semantics: module docstring) -----------------
+    @abstractmethod
+    def relu(self, x):
+        """``(max(x, 0), x > 0)``. Local."""
+
+    @abstractmethod
+    def relu_backward(self, dy, mask):
+        """``dy`` where ``mask``, else 0. Local."""
+
+    @abstractmethod
+    def dropout(self, x, p, base, rows, col0, ncols, out=None):
+        """Counter-based inverted dropout of a dense block. Local."""
+
+    @abstractmethod
+    def dropout_csr(self, indptr, indices, data, p, base, rows, col0, ncols):
+        """Counter-based inverted dropout of a CSR block's stored entries: new ``data``. Local."""
 
     def __repr__(self):
         return f"<spgnn backend {self.name!r}>"

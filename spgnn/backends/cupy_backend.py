@@ -8,7 +8,6 @@ without a GPU, hence the ``cupy.is_available()`` gate).
 
 import importlib.util
 
-from . import register_backend
 from .base import Backend
 
 __all__ = ["CupyBackend"]
@@ -16,7 +15,6 @@ __all__ = ["CupyBackend"]
 _NOT_IMPLEMENTED = "GPU kernels are not implemented yet (tracked in the GPU backend issue)"
 
 
-@register_backend
 class CupyBackend(Backend):
     """CuPy (CUDA) backend placeholder; every kernel raises :class:`NotImplementedError`."""
 
@@ -69,3 +67,24 @@ class CupyBackend(Backend):
 
     def transpose(self, a):
         self._missing("transpose")
+
+    def sample_rows(self, indptr, indices, data, rows, keys, s, method, weighted):
+        self._missing("sample_rows")
+
+    def first_appearance(self, a, a_ptr, b, b_ptr, n):
+        self._missing("first_appearance")
+
+    def sort_rows_by_column(self, indptr, indices, data):
+        self._missing("sort_rows_by_column")
+
+    def relu(self, x):
+        self._missing("relu")
+
+    def relu_backward(self, dy, mask):
+        self._missing("relu_backward")
+
+    def dropout(self, x, p, base, rows, col0, ncols, out=None):
+        self._missing("dropout")
+
+    def dropout_csr(self, indptr, indices, data, p, base, rows, col0, ncols):
+        self._missing("dropout_csr")

@@ -16,10 +16,11 @@ import importlib.util
 
 import numpy as np
 
-from ..core.local import LocalCSR
+from ..local.alloc import empty, empty_arrays
+from ..local.csr import LocalCSR
+from . import _host_kernels
 from . import _validate as V
-from . import register_backend
-from ._alloc import empty, empty_arrays
+from . import numpy_backend as _reference
 from .base import Backend
 
 __all__ = ["NumbaBackend"]
@@ -32,10 +33,10 @@ def _kernels():
     if not _K:
         import numba
 
-        from .._kernels.numba import _ops, extract, sddmm, spgemm, spmm
+        from .._kernels.numba import _ops, dedup, extract, gnn, sddmm, spgemm, spmm
 
         _K.update(numba=numba, ops=_ops, spmm=spmm, spgemm=spgemm, sddmm=sddmm,
-                  extract=extract)
+                  extract=extract, dedup=dedup, gnn=gnn)
     return _K
 
 
@@ -50,6 +51,12 @@ def _nparts(k):
 #: scheduler time slices (ms) when other jobs occupy the cores, which made
 #: small calls (sampling-sized Q @ A, tiny SpMMs) 5-10x slower than serial.
 SERIAL_WORK = 1_000_000
+
+#: Element-wise GNN kernels (ReLU, dropout) on blocks of fewer entries run
+#: single-threaded (dropout) or as numpy expressions (ReLU): waking a thread
+#: pool costs more than hashing a few ten thousand entries (and far more on
+#: an oversubscribed machine).  Results do not depend on it.
+PARALLEL_MIN = 1 << 17
 
 
 class _threads:
@@ -105,7 +112,6 @@ def _canonical(k, b):
     return bool(k["spgemm"].rows_strictly_increasing(b.indptr, b.indices))
 
 
-@register_backend
 class NumbaBackend(Backend):
     """Numba CPU backend: row-parallel kernels, numpy arrays."""
 
@@ -348,3 +354,89 @@ class NumbaBackend(Backend):
         _kernels()["extract"].csr_transpose(a.indptr, a.indices, a.data, n, out_indptr,
                                             out_indices, out_data)
         return LocalCSR(out_indptr, out_indices, out_data, (n, m), check=None)
+
+    # -- sampling --------------------------------------------------------------
+    def sample_rows(self, indptr, indices, data, rows, keys, s, method, weighted):
+        """Keyed sampling of up to ``s`` entries per row ``rows[r]`` (:mod:`spgnn.backends.base`)."""
+        return _host_kernels.sample_rows(indptr, indices, data, rows, keys, s, method, weighted)
+
+    def first_appearance(self, a, a_ptr, b, b_ptr, n):
+        """Per-minibatch first-appearance columns (:mod:`spgnn.backends.base`).
+
+        :func:`~spgnn._kernels.numba.dedup.first_appearance` (a stamp array or a
+        hash table per chunk of minibatches), then
+        :func:`~spgnn._kernels.numba.dedup.compact_columns` to number the
+        columns globally.
+        """
+        k = _kernels()
+        a = np.ascontiguousarray(a, dtype=np.int64)
+        b = np.ascontiguousarray(b, dtype=np.int64)
+        a_ptr = np.ascontiguousarray(a_ptr, dtype=np.int64)
+        b_ptr = np.ascontiguousarray(b_ptr, dtype=np.int64)
+        nmb = a_ptr.size - 1
+        col_a = np.empty(a.size, dtype=np.int64)
+        col_b = np.empty(b.size, dtype=np.int64)
+        tmp = np.empty(a.size + b.size, dtype=np.int64)
+        counts = np.empty(nmb, dtype=np.int64)
+        nparts = max(1, min(nmb, 4 * k["numba"].get_num_threads()))
+        k["dedup"].first_appearance(a, a_ptr, b, b_ptr, int(n), nparts, col_a, col_b, tmp,
+                                    counts)
+        col_ptr = np.zeros(nmb + 1, dtype=np.int64)
+        np.cumsum(counts, out=col_ptr[1:])
+        src = np.empty(int(col_ptr[-1]), dtype=np.int64)
+        k["dedup"].compact_columns(a_ptr, b_ptr, col_ptr, tmp, col_a, col_b, src)
+        return col_a, col_b, src, col_ptr
+
+    def sort_rows_by_column(self, indptr, indices, data):
+        """Sort each row's ``(indices, data)`` by column, in place (columns distinct per row)."""
+        k = _kernels()
+        nrows = len(indptr) - 1
+        k["dedup"].sort_rows_by_column(indptr, indices, data,
+                                       max(1, min(nrows, 4 * k["numba"].get_num_threads())))
+
+    # -- element-wise GNN kernels ----------------------------------------------
+    def relu(self, x):
+        """``(max(x, 0), x > 0)``: one fused threaded pass for large C-contiguous float blocks."""
+        if x.size >= PARALLEL_MIN and x.ndim == 2 and x.flags.c_contiguous and x.dtype.kind == "f":
+            out = np.empty_like(x)
+            mask = np.empty(x.shape, dtype=bool)
+            _kernels()["gnn"].relu_forward(x, out, mask)
+            return out, mask
+        return _reference.relu(x)
+
+    def relu_backward(self, dy, mask):
+        """``dy`` where ``mask``, else 0."""
+        if (dy.size >= PARALLEL_MIN and dy.ndim == 2 and dy.flags.c_contiguous
+                and dy.dtype.kind == "f" and mask.flags.c_contiguous):
+            out = np.empty_like(dy)
+            _kernels()["gnn"].relu_backward(dy, mask, out)
+            return out
+        return _reference.relu_backward(dy, mask)
+
+    def dropout(self, x, p, base, rows, col0, ncols, out=None):
+        """Counter-based inverted dropout of a dense block (:mod:`spgnn.backends.base`).
+
+        One pass that hashes as it multiplies (no mask array), threaded from
+        :data:`PARALLEL_MIN` entries.
+        """
+        p = V.check_drop_probability(p, "dropout")
+        x = np.ascontiguousarray(x)
+        if x.dtype.kind != "f":
+            x = x.astype(np.float64)
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        if out is None:
+            out = np.empty_like(x)
+        g = _kernels()["gnn"]
+        fn = g.dropout_dense if x.size >= PARALLEL_MIN else g.dropout_dense_serial
+        fn(x, rows, int(col0), int(ncols), np.uint64(base), p, x.dtype.type(1.0 / (1.0 - p)), out)
+        return out
+
+    def dropout_csr(self, indptr, indices, data, p, base, rows, col0, ncols):
+        """Counter-based inverted dropout of a CSR block's stored entries: the new ``data``."""
+        p = V.check_drop_probability(p, "dropout_csr")
+        out = np.empty_like(data)
+        g = _kernels()["gnn"]
+        fn = g.dropout_csr if data.size >= PARALLEL_MIN else g.dropout_csr_serial
+        fn(indptr, indices, data, np.ascontiguousarray(rows, dtype=np.int64), int(col0),
+           int(ncols), np.uint64(base), p, data.dtype.type(1.0 / (1.0 - p)), out)
+        return out

@@ -11,19 +11,26 @@ SpGEMM):
 * ``plus_times`` SpMM is scipy's ``A @ X``;
 * SpGEMM expands all ``flops`` products, stably sorts them by ``(i, j)`` and
   reduces each run; its pattern comes from scipy's product of the 0/1
-  pattern matrices.
+  pattern matrices;
+* the element-wise GNN kernels (ReLU, counter-based dropout) are numpy
+  expressions, the dropout hash :func:`spgnn.counter_rng.counter_uniform`;
+* first-appearance de-duplication is ``np.unique`` plus a stable
+  ``argsort``, row sorting a ``lexsort``;
+* keyed sampling has no numpy reference: it runs the host kernels
+  (:mod:`spgnn.backends._host_kernels`), like the numba backend.
 """
 
 import functools
 
 import numpy as np
 
-from ..core.local import LocalCSR
+from ..counter_rng import counter_uniform
+from ..local.csr import LocalCSR
+from . import _host_kernels
 from . import _validate as V
-from . import register_backend
 from .base import Backend
 
-__all__ = ["NumpyBackend"]
+__all__ = ["NumpyBackend", "relu", "relu_backward", "first_appearance"]
 
 
 def _row_ids(indptr, nrows):
@@ -65,7 +72,51 @@ def _row_mean_divisor(indptr, dtype):
     return np.maximum(np.diff(indptr), 1).astype(dtype)[:, None]
 
 
-@register_backend
+def relu(x):
+    """``Backend.relu`` in numpy: ``(where(x > 0, x, +0), x > 0)``."""
+    mask = x > 0
+    return np.where(mask, x, 0).astype(x.dtype, copy=False), mask
+
+
+def relu_backward(dy, mask):
+    """``Backend.relu_backward`` in numpy."""
+    return np.where(mask, dy, 0).astype(dy.dtype, copy=False)
+
+
+def first_appearance(a, a_ptr, b, b_ptr, n):
+    """``Backend.first_appearance`` in numpy: ``np.unique`` of ``minibatch * n + vertex``.
+
+    The items are put in minibatch order (each minibatch's ``a`` items, then
+    its ``b`` items) by a stable sort; a vertex's column is then the rank of
+    its first appearance, globally, which is per-minibatch first appearance
+    with the minibatches one after the other.
+    """
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    a_ptr = np.asarray(a_ptr, dtype=np.int64)
+    b_ptr = np.asarray(b_ptr, dtype=np.int64)
+    k = a_ptr.size - 1
+    mb = np.concatenate([_row_ids(a_ptr, k), _row_ids(b_ptr, k)])
+    order = np.argsort(mb, kind="stable")
+    v = np.concatenate([a, b])[order]
+    nn = np.int64(max(n, 1))
+    uniq, first, inv = np.unique(mb[order] * nn + v, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    col_of_uniq = np.empty(uniq.size, dtype=np.int64)
+    col_of_uniq[by_first] = np.arange(uniq.size, dtype=np.int64)
+    src_keys = uniq[by_first]
+    col_ptr = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src_keys // nn, minlength=k), out=col_ptr[1:])
+    col = np.empty(order.size, dtype=np.int64)
+    col[order] = col_of_uniq[inv.reshape(-1)]
+    return col[:a.size], col[a.size:], src_keys % nn, col_ptr
+
+
+def _drop_scale(x, u, p):
+    """``scale`` where ``u >= p``, else 0, in ``x``'s dtype (the kernels' factor)."""
+    return np.where(u >= p, x.dtype.type(1.0 / (1.0 - p)), x.dtype.type(0))
+
+
 class NumpyBackend(Backend):
     """scipy/numpy reference backend (host memory, single threaded)."""
 
@@ -238,3 +289,56 @@ class NumpyBackend(Backend):
         idt = V.index_dtype_for(a.nnz, (n, m), a.index_dtype)
         return LocalCSR(out_indptr.astype(idt), _row_ids(a.indptr, m)[order].astype(idt),
                         a.data[order], (n, m), check=None)
+
+    # -- sampling --------------------------------------------------------------
+    def sample_rows(self, indptr, indices, data, rows, keys, s, method, weighted):
+        """Keyed sampling of up to ``s`` entries per row ``rows[r]``: the host kernels.
+
+        No numpy reference exists (see :mod:`spgnn.backends._host_kernels`).
+        """
+        return _host_kernels.sample_rows(indptr, indices, data, rows, keys, s, method, weighted)
+
+    def first_appearance(self, a, a_ptr, b, b_ptr, n):
+        """Per-minibatch first-appearance columns (:func:`first_appearance`)."""
+        return first_appearance(a, a_ptr, b, b_ptr, n)
+
+    def sort_rows_by_column(self, indptr, indices, data):
+        """Sort each row's ``(indices, data)`` by column, in place (columns distinct per row)."""
+        order = np.lexsort((indices, _row_ids(indptr, len(indptr) - 1)))
+        indices[...] = indices[order]
+        data[...] = data[order]
+
+    # -- element-wise GNN kernels ----------------------------------------------
+    def relu(self, x):
+        """``(max(x, 0), x > 0)``; see :mod:`spgnn.backends.base`."""
+        return relu(x)
+
+    def relu_backward(self, dy, mask):
+        """``dy`` where ``mask``, else 0."""
+        return relu_backward(dy, mask)
+
+    @_quiet
+    def dropout(self, x, p, base, rows, col0, ncols, out=None):
+        """Counter-based inverted dropout of a dense block; see :mod:`spgnn.backends.base`."""
+        p = V.check_drop_probability(p, "dropout")
+        x = np.ascontiguousarray(x)
+        if x.dtype.kind != "f":
+            x = x.astype(np.float64)
+        rows = np.asarray(rows, dtype=np.int64).astype(np.uint64)
+        cols = np.uint64(int(col0)) + np.arange(x.shape[1], dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            counters = rows[:, None] * np.uint64(int(ncols)) + cols[None, :]
+        if out is None:
+            out = np.empty_like(x)
+        return np.multiply(x, _drop_scale(x, counter_uniform(counters, base), p), out=out)
+
+    @_quiet
+    def dropout_csr(self, indptr, indices, data, p, base, rows, col0, ncols):
+        """Counter-based inverted dropout of a CSR block's stored entries: the new ``data``."""
+        p = V.check_drop_probability(p, "dropout_csr")
+        rows = np.asarray(rows, dtype=np.int64).astype(np.uint64)
+        row_of = _row_ids(indptr, len(indptr) - 1)
+        with np.errstate(over="ignore"):
+            counters = (rows[row_of] * np.uint64(int(ncols)) + np.uint64(int(col0))
+                        + np.asarray(indices).astype(np.uint64))
+        return data * _drop_scale(data, counter_uniform(counters, base), p)

@@ -24,6 +24,7 @@ def collect():
     """A dict of everything ``info`` prints (local; initialises MPI)."""
     import spgnn
     from spgnn.backends import backend_status
+    from spgnn.comm import mpi_library_info
 
     out = {
         "spgnn": spgnn.__version__,
@@ -34,12 +35,10 @@ def collect():
         "mpiexec": shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec"),
     }
     try:
-        from mpi4py import MPI
-
-        first = MPI.Get_library_version().strip().splitlines()[0]
-        out["mpi_library"] = " ".join(first.split())
-        out["mpi_standard"] = "%d.%d" % MPI.Get_version()
-        out["mpi_world_size"] = MPI.COMM_WORLD.Get_size()
+        mpi = mpi_library_info()
+        out["mpi_library"] = mpi["library"]
+        out["mpi_standard"] = mpi["standard"]
+        out["mpi_world_size"] = mpi["world_size"]
     except Exception as exc:  # report any failure to load MPI, never crash info
         out["mpi_library"] = f"unavailable: {type(exc).__name__}: {exc}"
     out["backends"] = {name: ("available" if why is None else f"unavailable: {why}")

@@ -12,9 +12,9 @@ import sys
 
 import numpy as np
 
-from ..partition import PARTITIONERS, partition_graph, permute, write_partition_file
-
-ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
+from spgnn.core.spmm import DISTRIBUTED_ALGORITHMS
+from spgnn.grid import parse_grid
+from spgnn.partition import PARTITIONERS, partition_graph, permute, write_partition_file
 
 
 def add_parser(sub):
@@ -22,7 +22,8 @@ def add_parser(sub):
     p.add_argument("--graph", required=True, help="graph file or generator spec (rmat:16:16)")
     p.add_argument("--ranks", default="8,64,256,1024", help="comma-separated rank counts")
     p.add_argument("--feat", type=int, default=128, help="columns of X (default 128)")
-    p.add_argument("--algos", default=",".join(ALGORITHMS), help="comma-separated algorithms")
+    p.add_argument("--algos", default=",".join(DISTRIBUTED_ALGORITHMS),
+                   help="comma-separated algorithms")
     p.add_argument("--partition", default="metis", choices=tuple(PARTITIONERS),
                    help="row order and blocks (spgnn.partition.PARTITIONERS; default metis)")
     p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms (default 2)")
@@ -45,7 +46,7 @@ def _alpha_beta(args):
 
     if args.alpha is not None and args.beta is not None:
         return args.alpha, args.beta, "given"
-    from spgnn.testing.mpi import find_mpiexec
+    from spgnn.comm.launch import find_mpiexec
 
     mpiexec = find_mpiexec()
     if mpiexec is not None and "PMI_RANK" not in os.environ and "PMI_SIZE" not in os.environ:
@@ -78,14 +79,13 @@ def plan_all(args):
     from spgnn.io import load_adjacency
     from spgnn.planner import best_grid_3d, plan_spmm
 
-    from .spmm import parse_grid
 
     ranks_list = _parse_list(args.ranks, "ranks", int)
     algos = _parse_list(args.algos, "algos")
-    bad = [a for a in algos if a not in ALGORITHMS]
+    bad = [a for a in algos if a not in DISTRIBUTED_ALGORITHMS]
     if bad or min(ranks_list) < 1:
-        raise ValueError(f"plan: algorithms must be among {ALGORITHMS} and ranks positive, "
-                         f"but got algos={algos}, ranks={ranks_list}")
+        raise ValueError(f"plan: algorithms must be among {DISTRIBUTED_ALGORITHMS} and ranks "
+                         f"positive, but got algos={algos}, ranks={ranks_list}")
     adj, name = load_adjacency(args.graph)
     n = adj.shape[0]
     alpha, beta, source = _alpha_beta(args)
@@ -107,7 +107,8 @@ def plan_all(args):
                 blocks = p // args.replication
                 extra["replication"] = args.replication
             if algo == "3d":
-                grid = parse_grid(args.grid, p) if args.grid else best_grid_3d(n, p, [args.feat] * 3)
+                grid = (parse_grid(args.grid, p, what="plan: --grid") if args.grid
+                        else best_grid_3d(n, p, [args.feat] * 3))
                 extra["grid"] = grid
                 a, offsets = adj, None             # 3D volumes do not depend on the pattern
             else:

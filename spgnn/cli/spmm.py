@@ -12,18 +12,18 @@ With ``--check``, rank 0 compares the result with scipy.
 
 import numpy as np
 
-from ..partition import (PARTITIONERS, order_from_parts, partition_graph, permute,
-                         read_partition_file)
+from spgnn.core.spmm import DISTRIBUTED_ALGORITHMS
+from spgnn.grid import parse_grid
+from spgnn.partition import (PARTITIONERS, order_from_parts, partition_graph, permute,
+                           read_partition_file)
 from . import print_result
-
-ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
 
 
 def add_parser(sub):
     p = sub.add_parser("spmm", help="run one distributed SpMM and report time and bytes")
     p.add_argument("--graph", required=True, help="graph file or generator spec (rmat:16:16)")
     p.add_argument("--feat", type=int, default=64, help="columns of X (default 64)")
-    p.add_argument("--algo", default="1d-aware", choices=ALGORITHMS)
+    p.add_argument("--algo", default="1d-aware", choices=DISTRIBUTED_ALGORITHMS)
     p.add_argument("--partition", default="none", choices=tuple(PARTITIONERS),
                    help="row order and blocks (spgnn.partition.PARTITIONERS; default none: "
                         "the graph's order, even blocks)")
@@ -38,17 +38,6 @@ def add_parser(sub):
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(command="spmm")
     return p
-
-
-def parse_grid(text, p):
-    try:
-        grid = tuple(int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise SystemExit(f"spmm: --grid must look like 2x2x2, but got {text!r}") from None
-    if len(grid) != 3 or int(np.prod(grid)) != p:
-        raise SystemExit(f"spmm: --grid needs three factors whose product is the {p} ranks, "
-                         f"but got {text!r}")
-    return grid
 
 
 def _prepare_root(args, blocks):
@@ -127,7 +116,7 @@ def measure(comm, args):
     if args.algo == "3d":
         from spgnn.planner import best_grid_3d
 
-        grid3d = (parse_grid(args.grid, p) if args.grid else
+        grid3d = (parse_grid(args.grid, p, what="spmm: --grid") if args.grid else
                   best_grid_3d(meta["n"], p, [args.feat] * 3))
     A, X = _distribute(comm, args, a, x, meta, grid3d)
     with comm.track("setup") as setup:

@@ -41,21 +41,9 @@ import numpy as np
 
 from . import print_result
 
+from ..core.spmm import DISTRIBUTED_ALGORITHMS
+from ..grid import parse_grid
 from ..partition import PARTITIONERS
-
-# MERGE: replaced by core.spmm's algorithm list and grid's parser
-GNN_ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
-
-
-def parse_grid_shape(text, p, ndim=3, what="grid"):
-    try:
-        grid = tuple(int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise ValueError(f"{what} must look like 2x2x1, but got {text!r}") from None
-    if len(grid) != ndim or min(grid) < 1 or int(np.prod(grid)) != p:
-        raise ValueError(f"{what} needs three positive factors whose product is the {p} "
-                         f"ranks, but got {text!r}")
-    return grid
 
 DTYPES = ("float32", "float64")
 
@@ -83,7 +71,7 @@ def add_parser(sub):
     p.add_argument("--name", default=None, help="dataset in a folder holding several (cora)")
     p.add_argument("--model", default="gcn", choices=tuple(models),
                    help="; ".join(f"{n}: {s.help}" for n, s in models.items()))
-    p.add_argument("--algo", default="1d-aware", choices=GNN_ALGORITHMS)
+    p.add_argument("--algo", default="1d-aware", choices=DISTRIBUTED_ALGORITHMS)
     p.add_argument("--partition", default="none", choices=tuple(PARTITIONERS))
     p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms and "
                                                               "partitioned sampling (default 2)")
@@ -218,7 +206,7 @@ def check_args(args, p):
         if args.grid is not None and args.algo != "3d":
             raise ValueError("train: --grid applies to --algo 3d only")
         if args.grid is not None:
-            parse_grid_shape(args.grid, p, ndim=3, what="train: --grid")
+            parse_grid(args.grid, p, ndim=3, what="train: --grid")
         return
     _parse_fanout(args.fanout)
     if args.batch_size < 1 or args.bulk < 1:
@@ -284,7 +272,7 @@ def _build_full_graph(comm, args, graph, spec):
 
     kw = {}
     if args.algo == "3d" and args.grid:
-        kw["grid"] = parse_grid_shape(args.grid, comm.size, ndim=3, what="train: --grid")
+        kw["grid"] = parse_grid(args.grid, comm.size, ndim=3, what="train: --grid")
     dg = DistGraph.from_graph(graph, comm, algorithm=args.algo, partition=args.partition,
                               replication=args.replication, backend=args.backend,
                               seed=args.seed, dtype=np.dtype(args.dtype),

@@ -37,12 +37,13 @@ from typing import Any, Callable
 import numpy as np
 
 from spgnn import errors as _errors
-from spgnn.backends import empty_output as _received
 from spgnn.comm.stats import CommEvent, Ledger, block_size, model_allgather, model_allreduce
-from spgnn.comm.transport import REDUCE_OPS, Transport
+from spgnn.comm.transport import REDUCE_OPS, MPITransport, Transport
 from spgnn.errors import DimensionMismatch, DTypeError, RemoteError
+from spgnn.local.alloc import empty as _received
 
-__all__ = ["Communicator", "Request", "CHUNK_TAG"]
+__all__ = ["Communicator", "Request", "CHUNK_TAG", "world_rank", "mpi_library_info",
+           "is_agreed_on_world", "abort_if_parallel"]
 
 #: Tag reserved for the chunks of split large messages (the smallest
 #: ``MPI_TAG_UB`` the standard guarantees).
@@ -159,6 +160,37 @@ def abort_if_parallel(code: int = 1) -> None:
         MPI.COMM_WORLD.Abort(code)
 
 
+def world_rank() -> int:
+    """This process's rank in ``MPI.COMM_WORLD``, 0 when MPI was never started.
+
+    Local; never initialises MPI (a process that has not imported
+    ``mpi4py.MPI`` is a single rank as far as spgnn is concerned).
+    """
+    import sys
+
+    if "mpi4py.MPI" not in sys.modules:
+        return 0
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Get_rank()
+
+
+def mpi_library_info() -> dict:
+    """The MPI library in use: ``{"library", "standard", "world_size"}``.
+
+    ``library`` is the first line of ``MPI_Get_library_version`` with runs of
+    blanks collapsed, ``standard`` the MPI standard version (``"4.0"``),
+    ``world_size`` the size of ``MPI.COMM_WORLD``.  Initialises MPI (imports
+    ``mpi4py.MPI``); raises whatever loading MPI raises (``ImportError``,
+    ``RuntimeError``), for the caller to report.  Local.
+    """
+    from mpi4py import MPI
+
+    first = MPI.Get_library_version().strip().splitlines()[0]
+    return {"library": " ".join(first.split()), "standard": "%d.%d" % MPI.Get_version(),
+            "world_size": MPI.COMM_WORLD.Get_size()}
+
+
 def _exclusive_cumsum(c: np.ndarray) -> np.ndarray:
     out = np.zeros_like(c)
     if c.size > 1:
@@ -271,22 +303,8 @@ class Communicator:
         return Communicator._world
 
     @classmethod
-    def solo(cls) -> "Communicator":
-        """A communicator of this process alone: size 1, no MPI (``MPI_COMM_SELF``'s role).
-
-        Its collectives return their input; it has a ledger of its own.  Data
-        held whole by one rank (a sampled minibatch's activations) lives on a
-        grid over it.  Local: making it communicates nothing.
-        """
-        from spgnn.comm.transport import solo_transport
-
-        return cls(solo_transport())
-
-    @classmethod
     def from_mpi(cls, mpi_comm, axis=()) -> "Communicator":
         """Wrap an ``mpi4py`` communicator; it records into the process ledger."""
-        from spgnn.comm.transport import MPITransport
-
         return cls(MPITransport(mpi_comm), axis=axis, ledger=_process_ledger())
 
     @property
@@ -411,7 +429,7 @@ class Communicator:
             Same shape and dtype on every rank.
         op : str or Monoid
             ``"plus"``, ``"min"``, ``"max"``, ``"times"``, ``"lor"``,
-            ``"land"``, or an object (e.g. a :class:`~spgnn.core.semiring.Monoid`)
+            ``"land"``, or an object (e.g. a :class:`~spgnn.local.semiring.Monoid`)
             whose ``.name`` is one of them.
 
         Returns

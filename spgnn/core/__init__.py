@@ -1,1 +1,7 @@
-"""Core objects: semirings, the local CSR type, distributed matrices and operators."""
+"""Core objects: distributed matrices and the operators on them.
+
+Importing this package imports the operator modules, which bind the matrix
+types' Python operators (``A @ X``) through :mod:`spgnn.core.dispatch`.
+"""
+
+from . import spmm  # noqa: F401  (registers DistSparseMatrix.__matmul__)

@@ -6,7 +6,9 @@ evaluate any layout change without running that many ranks.
 
 import numpy as np
 
-from ..errors import DimensionMismatch, GridError, GridMismatch, LayoutMismatch
+from ..errors import (BackendMismatch, DimensionMismatch, DTypeError, GridError, GridMismatch,
+                      LayoutMismatch)
+from ..grid import ProcessGrid
 from ..layout import Layout
 
 __all__ = ["as_layout", "check_shape", "transfer_rects", "same_grid", "replica_groups_key"]
@@ -92,15 +94,11 @@ def replica_groups_key(grid, layout):
 
 
 def check_grid(op, grid):
-    from ..grid import ProcessGrid
-
     if not isinstance(grid, ProcessGrid):
         raise GridError(f"{op}: expected a ProcessGrid, but got {type(grid).__name__}")
 
 
 def dense_dtype(x, op):
-    from ..errors import DTypeError
-
     dt = np.dtype(x.dtype)
     if dt.kind not in "fiub":
         raise DTypeError(f"{op}: expected a numeric array, but got dtype {dt}")
@@ -124,8 +122,6 @@ def check_product(op, names, left, right, signature):
     ``"(n,k),(k,f)->(n,f)"``.  Local; raises GridMismatch, DimensionMismatch
     or BackendMismatch.
     """
-    from ..errors import BackendMismatch
-
     a, b = names
     same_grid(op, left, right)
     if left.shape[1] != right.shape[0]:

@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import LayoutMismatch
 from ..layout import Layout
 from ._dist_common import check_product
+from .depth import depth_counts, gather_depth
 from .dist_dense import DistDenseMatrix
 
 __all__ = ["matmul"]
@@ -85,8 +86,6 @@ def matmul(H, W):
                              f"column blocks over {i!r} {tuple(hoff)}")
     w_local = W.local
     if sharded:
-        from .spmm_3d import depth_counts, gather_depth
-
         w_local = gather_depth(grid, w_local, d, be, "matmul-3d:allgather",
                                depth_counts(W.layout, grid, W.shape[0], i, d))
     q = be.matmul(H.local, w_local)

@@ -11,7 +11,8 @@ import scipy.sparse as sp
 from ..backends import get_backend
 from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure, LayoutMismatch
 from ..layout import Layout
-from .local import VALUE_DTYPES, LocalCSR
+from ..local.csr import VALUE_DTYPES, LocalCSR
+from . import dispatch
 from ._dist_common import as_layout, check_grid, check_shape, primary_owners, transfer_rects
 
 __all__ = ["DistSparseMatrix"]
@@ -257,9 +258,8 @@ class DistSparseMatrix:
         return got
 
     def __matmul__(self, other):
-        from .spmm import spmm
-
-        return spmm(self, other)
+        """``A @ X`` is ``spmm(A, X)`` (plus_times, algorithm from the layouts). Collective."""
+        return dispatch.lookup("matmul")(self, other)
 
 
 def _exchange_coo(comm, grid, layout, shape, dtype, rows, cols, vals, counts, backend, label):

@@ -8,8 +8,8 @@ communication.
 import scipy.sparse as sp
 
 from ..backends import get_backend
-from .local import LocalCSR
-from .semiring import get_semiring, plus_times
+from ..local.csr import LocalCSR
+from ..local.semiring import get_semiring, plus_times
 
 __all__ = ["spmm", "spgemm", "sddmm", "extract_rows", "extract_cols", "transpose"]
 

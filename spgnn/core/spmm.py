@@ -39,18 +39,18 @@ rows replicated over C when named explicitly.
 
 import numpy as np
 
-from ..backends import empty_output
 from ..errors import DimensionMismatch, LayoutMismatch
-from ..layout import Layout
+from ..local.semiring import get_semiring, plus_times
+from . import dispatch
+from ._dist_common import check_product
 from .dist_dense import DistDenseMatrix
 from .dist_sparse import DistSparseMatrix
-from .local import LocalCSR
-from .semiring import get_semiring, plus_times
+from .exchange import ExchangePlan
 from .spmm_15d import match_15d, spmm_15d, spmm_15d_aware
 from .spmm_3d import roles_3d, spmm_3d
-from ._dist_common import check_product
+from .spmm_common import row_split_result
 
-__all__ = ["spmm", "SPMM_ALGORITHMS", "ExchangePlan"]
+__all__ = ["spmm", "SPMM_ALGORITHMS", "DISTRIBUTED_ALGORITHMS"]
 
 
 def _check_operands(A, X, semiring):
@@ -93,20 +93,13 @@ def _select(A, X):
 def _spmm_local(A, X, semiring):
     if X.layout.partial:
         X = X.reduce_partial()
-    y = A.backend.spmm(A.local, X.local, semiring)
-    return DistDenseMatrix(y, (A.shape[0], X.shape[1]), A.grid,
-                           Layout(A.layout.rows, row_splits=A.layout.row_splits), backend=A.backend)
+    return row_split_result(A, X, A.backend.spmm(A.local, X.local, semiring))
 
 
 def _require_1d(A, X, name):
     if not _is_row_1d(A, X):
         raise LayoutMismatch(f"spmm({name!r}): needs A split by whole rows and X split by rows over "
                              f"the same axes, but got A.layout={A.layout!r}, X.layout={X.layout!r}")
-
-
-def _out_1d(A, X, y):
-    return DistDenseMatrix(y, (A.shape[0], X.shape[1]), A.grid,
-                           Layout(A.layout.rows, row_splits=A.layout.row_splits), backend=A.backend)
 
 
 def _spmm_1d(A, X, semiring):
@@ -118,100 +111,7 @@ def _spmm_1d(A, X, semiring):
     counts = np.diff(np.asarray(X.layout.offsets(X.grid, X.shape[0], 0)))
     x_full = comm.allgatherv(np.ascontiguousarray(be.to_host(X.local)), counts,
                              label="spmm-1d:allgather")
-    return _out_1d(A, X, be.spmm(A.local, be.from_host(x_full), semiring))
-
-
-class ExchangePlan:
-    """Which rows of a row-split X each rank needs for its block of A, and who sends them.
-
-    Built once per (A's pattern, X's row split) by :meth:`for_spmm_1d`
-    (collective: one alltoallv of counts and one of row ids) and reused for
-    every SpMM with that matrix.
-
-    Attributes (local)
-    ------------------
-    send_rows : local row indices of my X block to send, grouped by destination
-    send_counts, recv_counts : rows per peer (self excluded: zero)
-    local_cols : A's columns remapped to rows of ``[my X block; received rows]``
-    """
-
-    def __init__(self, send_rows, send_counts, recv_counts, compact, max_rows):
-        self.send_rows = send_rows
-        self.send_counts = send_counts
-        self.recv_counts = recv_counts
-        self.compact = compact
-        # Largest number of rows any rank sends or receives: with the row
-        # width it decides, identically on every rank, whether an exchange
-        # needs the chunked large-message path, so no per-call agreement.
-        self.max_rows = max_rows
-
-    @property
-    def rows_sent(self) -> int:
-        return int(self.send_counts.sum())
-
-    @property
-    def rows_received(self) -> int:
-        return int(self.recv_counts.sum())
-
-    @classmethod
-    def for_spmm_1d(cls, A, X):
-        """Collective over A's row axes."""
-        key = ("spmm-1d-aware", X.layout.offsets(X.grid, X.shape[0], 0))
-        plan = A.cache.get(key)
-        if plan is None:
-            plan = cls.build(A.grid.comm(*A.layout.rows), A.local, 0, key[1], A.backend,
-                             label="spmm-1d-aware:plan")
-            A.cache[key] = plan
-        return plan
-
-    @classmethod
-    def build(cls, comm, local, col_start, offsets, backend, label):
-        """Plan the exchange for one local block; the caller caches it.
-
-        Collective: over ``comm``, whose rank ``r`` holds rows
-        ``[offsets[r], offsets[r+1])`` of X.  ``local`` is a :class:`LocalCSR`
-        whose column ``c`` is X's global row ``col_start + c`` (the 1D
-        algorithm passes A's whole-row block with ``col_start = 0``; the 1.5D
-        one its column slab, see :mod:`spgnn.core.spmm_15d`).
-        """
-        be = backend
-        offsets = np.asarray(offsets, dtype=np.int64)
-        me = comm.rank
-        x0, x1 = offsets[me], offsets[me + 1]
-        indices = np.asarray(be.to_host(local.indices)).astype(np.int64) + int(col_start)
-        needed = np.unique(indices)
-        remote = needed[(needed < x0) | (needed >= x1)]
-        owner = np.searchsorted(offsets, remote, side="right") - 1
-        req_counts = np.bincount(owner, minlength=comm.size).astype(np.int64)
-        # Tell each owner which of its rows I need (once per plan).
-        send_counts = comm.alltoall(req_counts, label=label).astype(np.int64)
-        asked = comm.alltoallv(remote, req_counts, send_counts, label=label)
-        send_rows = asked - x0
-        # Column remap: own rows first, then received rows in (owner, id) order.
-        lut_keys = np.concatenate([np.arange(x0, x1, dtype=np.int64), remote])
-        order = np.argsort(lut_keys, kind="stable")
-        sorted_keys = lut_keys[order]
-        pos = order[np.searchsorted(sorted_keys, indices)]
-        idt = local.indices.dtype
-        compact = LocalCSR(local.indptr, be.from_host(pos.astype(idt)), local.data,
-                           (local.shape[0], int(lut_keys.size)), check=None)
-        most = max(int(send_counts.sum()), int(req_counts.sum()))
-        max_rows = int(comm.allreduce(np.array([most], dtype=np.int64), op="max",
-                                      label=label)[0])
-        return cls(send_rows, send_counts, req_counts, compact, max_rows)
-
-    def exchange(self, comm, x_local, label="spmm-1d-aware:exchange"):
-        """Send the planned rows of ``x_local`` (host array); return ``[x_local; received]``.
-
-        The result is the next SpMM's dense operand, so it starts on a cache
-        line (:func:`~spgnn.backends.empty_output`; why: kernels/README.md).
-        """
-        width = int(np.prod(x_local.shape[1:], dtype=np.int64))
-        got = comm.alltoallv(np.ascontiguousarray(x_local[self.send_rows]), self.send_counts,
-                             self.recv_counts, label=label,
-                             split=self.max_rows * width > comm.max_count)
-        out = empty_output((x_local.shape[0] + got.shape[0],) + x_local.shape[1:], x_local.dtype)
-        return np.concatenate([x_local, got], axis=0, out=out)
+    return row_split_result(A, X, be.spmm(A.local, be.from_host(x_full), semiring))
 
 
 def _spmm_1d_aware(A, X, semiring):
@@ -221,11 +121,16 @@ def _spmm_1d_aware(A, X, semiring):
     comm = A.grid.comm(*A.layout.rows)
     be = A.backend
     x_ext = plan.exchange(comm, np.asarray(be.to_host(X.local)))
-    return _out_1d(A, X, be.spmm(plan.compact, be.from_host(x_ext), semiring))
+    return row_split_result(A, X, be.spmm(plan.compact, be.from_host(x_ext), semiring))
 
 
+#: Every SpMM algorithm by name: the registry ``spmm(algorithm=...)`` looks up.
 SPMM_ALGORITHMS = {"local": _spmm_local, "1d": _spmm_1d, "1d-aware": _spmm_1d_aware,
                    "15d": spmm_15d, "15d-aware": spmm_15d_aware, "3d": spmm_3d}
+
+#: The distributed algorithms, in registry order: what a GNN trains on and
+#: the commands (``spmm``, ``plan``, ``train``) offer.  ``local`` is not one.
+DISTRIBUTED_ALGORITHMS = tuple(name for name in SPMM_ALGORITHMS if name != "local")
 
 
 def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False):
@@ -269,3 +174,8 @@ def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False):
         raise ValueError(f"spmm: unknown algorithm {algorithm!r}; expected one of "
                          f"{sorted(SPMM_ALGORITHMS)}") from None
     return fn(A, X, semiring)
+
+
+# ``DistSparseMatrix @ DistDenseMatrix`` is this function (dist_sparse cannot
+# import it: this module imports dist_sparse).
+dispatch.register("matmul", spmm)

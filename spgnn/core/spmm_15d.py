@@ -34,7 +34,7 @@ come from their owners ``P(q, j)``:
 
 * ``15d-aware`` (Algorithm 2, corrected): only the rows ``NnzCols(i, q)``
   of ``H_q`` inside the slab, through one alltoallv planned once per matrix
-  (:class:`~spgnn.core.spmm.ExchangePlan`, cached in ``A.cache``).  Summed
+  (:class:`~spgnn.core.exchange.ExchangePlan`, cached in ``A.cache``).  Summed
   over all ranks this moves exactly ``Σ_v λ_v`` rows of the k-way partition:
   the 1D volume for ``P/c`` parts (report §3.2), whatever the slab split.
 * ``15d`` (CAGNET's oblivious baseline, report §2.5): for each block ``q``
@@ -54,10 +54,12 @@ paper's T_comm omits the all-reduce; the ledger records it (ring model,
 
 import numpy as np
 
-from ..backends import empty_output
 from ..errors import LayoutMismatch
 from ..layout import Layout, block_bounds
-from .dist_dense import DistDenseMatrix
+from ..local.alloc import empty as empty_output
+from ..local.semiring import partial_semiring
+from .exchange import ExchangePlan
+from .spmm_common import finish_partials, row_split_result
 
 __all__ = ["layouts_15d", "spmm_15d", "spmm_15d_aware", "match_15d", "slab_bounds"]
 
@@ -157,44 +159,12 @@ def _slab(A, c0, c1):
     return got
 
 
-def _row_counts(A, local, C, key):
-    """Global structural nonzeros per row of my block rows (for ``mean``), cached.
-
-    Collective: over ``C`` the first time (one int64 allreduce, plan label).
-    """
-    got = A.cache.get(key)
-    if got is None:
-        indptr = np.asarray(A.backend.to_host(local.indptr)).astype(np.int64)
-        counts = np.diff(indptr)
-        if C:
-            counts = A.grid.comm(*C).allreduce(counts, label="spmm-15d:plan")
-        got = counts
-        A.cache[key] = got
-    return got
-
-
-def _finish(A, X, R, C, y, semiring, local, c0, c1):
+def _finish(A, X, C, y, semiring, local, c0, c1):
     """All-reduce the partial products over the replica axes and wrap the result."""
-    be = A.backend
-    if C and A.grid.comm(*C).size > 1:
-        host = np.ascontiguousarray(be.to_host(y))
-        y = be.from_host(A.grid.comm(*C).allreduce(host, op=semiring.add.name,
-                                                   label="spmm-15d:allreduce"))
-    if semiring.row_mean:
-        counts = _row_counts(A, local, C, ("spmm-15d:rowcounts", c0, c1))
-        div = np.where(counts > 0, counts, 1).astype(y.dtype)
-        y = y / be.from_host(div[:, None])
-    return DistDenseMatrix(y, (A.shape[0], X.shape[1]), A.grid,
-                           Layout(R, row_splits=A.layout.row_splits), backend=be)
-
-
-def _local_semiring(semiring):
-    """The semiring for partial products: ``mean`` reduces as plus and divides at the end."""
-    if not semiring.row_mean:
-        return semiring
-    from .semiring import Semiring
-
-    return Semiring(semiring.name + ":partial", semiring.add, semiring.multiply)
+    comm = A.grid.comm(*C) if C else None
+    y = finish_partials(A, local, y, semiring, comm, "spmm-15d", ("spmm-15d:rowcounts", c0, c1),
+                        count_comm=comm)
+    return row_split_result(A, X, y)
 
 
 def spmm_15d_aware(A, X, semiring):
@@ -204,8 +174,6 @@ def spmm_15d_aware(A, X, semiring):
     (cached in ``A.cache``); every call does one alltoallv over the row axes
     and one all-reduce (the semiring's add monoid) over the replica axes.
     """
-    from .spmm import ExchangePlan
-
     R, C = require_15d(A, X, "15d-aware")
     c0, c1 = slab_bounds(A, X, R, C)
     local = _slab(A, c0, c1)
@@ -218,8 +186,8 @@ def spmm_15d_aware(A, X, semiring):
         A.cache[key] = plan
     be = A.backend
     x_ext = plan.exchange(comm, np.asarray(be.to_host(X.local)), label="spmm-15d-aware:exchange")
-    y = be.spmm(plan.compact, be.from_host(x_ext), _local_semiring(semiring))
-    return _finish(A, X, R, C, y, semiring, local, c0, c1)
+    y = be.spmm(plan.compact, be.from_host(x_ext), partial_semiring(semiring))
+    return _finish(A, X, C, y, semiring, local, c0, c1)
 
 
 def spmm_15d(A, X, semiring):
@@ -248,5 +216,5 @@ def spmm_15d(A, X, semiring):
         else:
             piece = np.empty((a1 - a0, f), dtype=xl.dtype)
         slab[a0 - c0:a1 - c0] = comm.bcast(piece, root=q, label="spmm-15d:bcast")
-    y = be.spmm(local, be.from_host(slab), _local_semiring(semiring))
-    return _finish(A, X, R, C, y, semiring, local, c0, c1)
+    y = be.spmm(local, be.from_host(slab), partial_semiring(semiring))
+    return _finish(A, X, C, y, semiring, local, c0, c1)

@@ -15,8 +15,8 @@ in each minibatch's columns; ``frontier="tree"`` needs ``include_dst=True``.
 import numpy as np
 
 from ..backends import get_backend
-from ..core.local import LocalCSR
-from ..core.semiring import plus_times
+from ..local.csr import LocalCSR
+from ..local.semiring import plus_times
 
 __all__ = ["BlockOperator"]
 

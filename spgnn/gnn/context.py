@@ -56,11 +56,11 @@ minibatch.
 
 import numpy as np
 
-from ..comm import Communicator
+from ..comm import solo_communicator
 from ..core.dense_ops import matmul as dense_matmul
 from ..core.dist_dense import DistDenseMatrix
 from ..core.spmm import spmm
-from ..core.spmm_3d import depth_counts, gather_depth, nested_splits
+from ..core.depth import depth_counts, gather_depth, nested_splits
 from ..errors import DimensionMismatch, DTypeError, LayoutMismatch
 from ..grid import grid_1d
 from ..layout import Layout
@@ -74,13 +74,13 @@ _LOCAL_GRID = []
 
 
 def local_grid():
-    """A one-rank grid over :meth:`Communicator.solo` (made once per process). Local.
+    """A one-rank grid over :func:`~spgnn.comm.solo_communicator` (made once per process). Local.
 
     Holds what one rank holds whole and alone: a sampled minibatch's
     activations, parameters trained without a graph.
     """
     if not _LOCAL_GRID:
-        _LOCAL_GRID.append(grid_1d(Communicator.solo()))
+        _LOCAL_GRID.append(grid_1d(solo_communicator()))
     return _LOCAL_GRID[0]
 
 

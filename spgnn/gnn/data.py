@@ -38,12 +38,13 @@
 import numpy as np
 import scipy.sparse as sp
 
+from ..core.depth import nested_splits
 from ..core.dist_dense import DistDenseMatrix
 from ..core.dist_sparse import DistSparseMatrix
+from ..core.spmm import DISTRIBUTED_ALGORITHMS
 from ..core.spmm_15d import layouts_15d
-from ..core.spmm_3d import nested_splits, roles_for_layer
 from ..errors import GridError
-from ..grid import ProcessGrid, grid_1d, grid_15d, make_grid
+from ..grid import ProcessGrid, default_grid_3d, grid_1d, grid_15d, make_grid, roles_for_layer
 from ..layout import Layout, block_offsets
 from ..io.preprocess import (mean_adjacency, neighbour_pattern, normalized_adjacency,
                              row_normalize_features)
@@ -54,27 +55,11 @@ from .sparse import SPARSE_DENSITY, SparseBackedMatrix
 __all__ = ["DistGraph", "ALGORITHMS", "PARTITIONS", "AGGREGATIONS", "default_grid_3d"]
 
 #: Algorithms a GCN trains on.
-ALGORITHMS = ("1d", "1d-aware", "15d", "15d-aware", "3d")
+ALGORITHMS = DISTRIBUTED_ALGORITHMS
 PARTITIONS = tuple(PARTITIONERS)
 #: The graph's aggregation matrix (what :meth:`GraphContext.propagate` multiplies by).
 AGGREGATIONS = ("gcn", "mean")
 _NODE_COLS = ("label", "train", "val", "test", "orig")
-
-
-def default_grid_3d(p):
-    """The most cubic ``(x, y, z)`` with ``x*y*z == p`` (ties: larger x, then y). Pure."""
-    best = None
-    for x in range(1, p + 1):
-        if p % x:
-            continue
-        for y in range(1, p // x + 1):
-            if (p // x) % y:
-                continue
-            z = p // (x * y)
-            key = (max(x, y, z) - min(x, y, z), -x, -y)
-            if best is None or key < best[0]:
-                best = (key, (x, y, z))
-    return best[1]
 
 
 def _aggregation_matrix(adj, aggregation, dtype):
@@ -399,7 +384,7 @@ class DistGraph:
         return out
 
     def context(self, *, training=True, epoch=0, seed=0):
-        """A :class:`~spgnn.gnn.ops.GraphContext` for one pass. Local."""
+        """A :class:`~spgnn.gnn.context.GraphContext` for one pass. Local."""
         return GraphContext(self, training=training, epoch=epoch, seed=seed)
 
     def __repr__(self):

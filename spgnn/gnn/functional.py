@@ -3,7 +3,7 @@
 Everything here works on local numpy blocks.  The only communication is in
 :func:`softmax_cross_entropy` and :func:`masked_scores`, which take the
 communicators spanning the node (row) axes and the class (column) axes of
-the logits' layout; :class:`~spgnn.gnn.ops.GraphContext` picks them from the
+the logits' layout; :class:`~spgnn.gnn.context.GraphContext` picks them from the
 layout, so layers never do.
 
 Dropout masks are a pure function of ``(seed, epoch, layer key, GLOBAL
@@ -14,53 +14,26 @@ number of ranks, the algorithm, the partition or the layout.
 
 import numpy as np
 
+from ..backends import get_backend
 from ..counter_rng import GOLDEN, mix64
 from ..errors import DimensionMismatch
 
 __all__ = ["relu", "relu_backward", "dropout_mask", "hash_uniform", "key_base", "dropout_apply",
            "dropout_apply_csr", "softmax_cross_entropy", "masked_scores", "predictions"]
 
-#: Blocks with fewer entries than this run the single-threaded kernels: waking
-#: a thread pool costs more than hashing a few ten thousand entries (and far
-#: more on an oversubscribed machine).
-PARALLEL_MIN = 1 << 17
-
-_KERNELS = {}
-
-
-def _kernels():
-    """``spgnn._kernels.numba.gnn``, imported on first use (this is what imports numba)."""
-    if not _KERNELS:
-        from .._kernels.numba import gnn
-
-        _KERNELS["gnn"] = gnn
-    return _KERNELS["gnn"]
-
-
-
 def relu(x, backend=None):
-    """``max(x, 0)`` and the boolean mask ``x > 0`` (kept for the backward). Pure.
+    """``max(x, 0)`` and the boolean mask ``x > 0`` (kept for the backward). Local.
 
-    Large C-contiguous float blocks go through one fused, threaded Numba pass;
-    the result is the same (``x`` where ``x > 0``, else ``+0``).
+    The backend's :meth:`~spgnn.backends.Backend.relu` (numba: one fused,
+    threaded pass for large blocks; the same values: ``x`` where ``x > 0``,
+    else ``+0``).
     """
-    if x.size >= PARALLEL_MIN and x.ndim == 2 and x.flags.c_contiguous and x.dtype.kind == "f":
-        out = np.empty_like(x)
-        mask = np.empty(x.shape, dtype=bool)
-        _kernels().relu_forward(x, out, mask)
-        return out, mask
-    mask = x > 0
-    return np.where(mask, x, 0).astype(x.dtype, copy=False), mask
+    return get_backend(backend).relu(x)
 
 
 def relu_backward(dy, mask, backend=None):
-    """Gradient of ReLU: ``dy * (x > 0)``. Pure."""
-    if (dy.size >= PARALLEL_MIN and dy.ndim == 2 and dy.flags.c_contiguous
-            and dy.dtype.kind == "f" and mask.flags.c_contiguous):
-        out = np.empty_like(dy)
-        _kernels().relu_backward(dy, mask, out)
-        return out
-    return np.where(mask, dy, 0).astype(dy.dtype, copy=False)
+    """Gradient of ReLU: ``dy * (x > 0)``. Local."""
+    return get_backend(backend).relu_backward(dy, mask)
 
 
 def _mix(z):
@@ -131,17 +104,7 @@ def dropout_apply(x, p, keys, rows, col0, ncols, out=None, backend=None):
         Written and returned (may be ``x``).
     """
     _check_p(p, "dropout_apply")
-    x = np.ascontiguousarray(x)
-    if x.dtype.kind != "f":
-        x = x.astype(np.float64)
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    if out is None:
-        out = np.empty_like(x)
-    k = _kernels()
-    fn = k.dropout_dense if x.size >= PARALLEL_MIN else k.dropout_dense_serial
-    fn(x, rows, int(col0), int(ncols), key_base(keys), float(p), x.dtype.type(1.0 / (1.0 - p)),
-       out)
-    return out
+    return get_backend(backend).dropout(x, p, key_base(keys), rows, col0, ncols, out=out)
 
 
 def dropout_apply_csr(indptr, indices, data, p, keys, rows, col0, ncols, backend=None):
@@ -153,12 +116,8 @@ def dropout_apply_csr(indptr, indices, data, p, keys, rows, col0, ncols, backend
     global ones.
     """
     _check_p(p, "dropout_apply_csr")
-    out = np.empty_like(data)
-    k = _kernels()
-    fn = k.dropout_csr if data.size >= PARALLEL_MIN else k.dropout_csr_serial
-    fn(indptr, indices, data, np.ascontiguousarray(rows, dtype=np.int64), int(col0), int(ncols),
-       key_base(keys), float(p), data.dtype.type(1.0 / (1.0 - p)), out)
-    return out
+    return get_backend(backend).dropout_csr(indptr, indices, data, p, key_base(keys), rows, col0,
+                                            ncols)
 
 
 def _softmax_parts(z, labels, col_start, class_comm):

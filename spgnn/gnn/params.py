@@ -3,7 +3,7 @@
 A :class:`Parameter` starts *unplaced*: it holds the global initial value
 (identical on every rank, drawn from a seed) and no layout.  The first time
 a layer uses it through a context helper (:meth:`GraphContext.matmul
-<spgnn.gnn.ops.GraphContext.matmul>`, ``add_bias``) the helper *places* it:
+<spgnn.gnn.context.GraphContext.matmul>`, ``add_bias``) the helper *places* it:
 it picks the layout the algorithm needs (replicated for ``1d``/``15d``, a
 ``Layout(i, o)`` block of the 3D grid, possibly sharded over depth) and keeps
 only this rank's block.  From then on ``value`` and ``grad`` are local numpy

@@ -10,14 +10,18 @@ before and after), and the products are sparse x dense.
 (same shape, grid and layout), so any layer that reads ``H.local`` still gets
 a dense block: it is made from the CSR block on first access and cached.  The
 context helpers that know about it (:meth:`GraphContext.dropout
-<spgnn.gnn.ops.GraphContext.dropout>`, ``matmul``, ``weight_grad``) use the
+<spgnn.gnn.context.GraphContext.dropout>`, ``matmul``, ``weight_grad``) use the
 CSR block instead.  Everything here is local.
 """
 
 import numpy as np
 import scipy.sparse as sp
 
+from ..backends import get_backend
 from ..core.dist_dense import DistDenseMatrix
+from ..errors import DimensionMismatch
+from ..local.csr import LocalCSR
+from ..local.semiring import plus_times
 from ..io import preprocess
 
 __all__ = ["SparseBackedMatrix", "csr_times_dense", "csr_transpose_pattern",
@@ -30,30 +34,14 @@ __all__ = ["SparseBackedMatrix", "csr_times_dense", "csr_transpose_pattern",
 SPARSE_DENSITY = preprocess.SPARSE_DENSITY
 
 
-def _spmm_kernel():
-    try:
-        from .._kernels.numba import spmm
-    except ImportError:        # numba missing: scipy's single-threaded product
-        return None
-    return spmm
-
-
-def csr_times_dense(indptr, indices, data, shape, x):
+def csr_times_dense(indptr, indices, data, shape, x, backend=None):
     """``A @ x`` for a CSR ``A`` given by its arrays; a new C-contiguous array. Local.
 
-    Runs the numba backend's row-parallel ``plus_times`` kernel (the GNN hot
-    path), or scipy when numba is missing.  ``data`` and ``x`` must share a
-    float dtype.
+    The backend's ``plus_times`` SpMM (numba: the row-parallel kernel of the
+    GNN hot path).  ``data`` and ``x`` must share a float dtype.
     """
-    x = np.ascontiguousarray(x, dtype=data.dtype)
-    kern = _spmm_kernel()
-    if kern is None:
-        return np.ascontiguousarray(sp.csr_array((data, indices, indptr), shape=shape) @ x)
-    import numba
-
-    out = np.empty((shape[0], x.shape[1]), dtype=data.dtype)
-    kern.csr_spmm_plus_times(indptr, indices, data, x, 4 * numba.get_num_threads(), out)
-    return out
+    a = LocalCSR(indptr, indices, data, shape, check=None)
+    return get_backend(backend).spmm(a, np.ascontiguousarray(x, dtype=data.dtype), plus_times)
 
 
 def csr_transpose_pattern(csr):
@@ -97,8 +85,6 @@ class SparseBackedMatrix(DistDenseMatrix):
         super().__init__(dense, shape, grid, layout, backend=backend, _checked=True)
         want = (self._r1 - self.row_start, self._c1 - self.col_start)
         if tuple(csr.shape) != want:
-            from ..errors import DimensionMismatch
-
             raise DimensionMismatch(f"SparseBackedMatrix: rank {grid.rank} must hold a block of "
                                     f"shape {want} under {self.layout!r}, but got {csr.shape}")
 
@@ -146,13 +132,14 @@ class SparseBackedMatrix(DistDenseMatrix):
     def matmul_local(self, w):
         """``local @ w`` as a sparse x dense product. Local."""
         c = self.csr
-        return csr_times_dense(c.indptr, c.indices, c.data, c.shape, w)
+        return csr_times_dense(c.indptr, c.indices, c.data, c.shape, w, self.backend)
 
     def t_matmul_local(self, g):
         """``localᵀ @ g`` through the cached transpose pattern. Local."""
         c = self.csr
         indptr_t, indices_t, perm = self.pattern_t()
-        return csr_times_dense(indptr_t, indices_t, c.data[perm], (c.shape[1], c.shape[0]), g)
+        return csr_times_dense(indptr_t, indices_t, c.data[perm], (c.shape[1], c.shape[0]), g,
+                               self.backend)
 
     def __repr__(self):
         return (f"SparseBackedMatrix(shape={self.shape}, dtype={self.dtype}, {self.layout!r}, "

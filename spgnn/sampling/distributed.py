@@ -58,10 +58,10 @@ import scipy.sparse as sp
 
 from ..backends import get_backend
 from ..core.dist_sparse import DistSparseMatrix
-from ..core.local import LocalCSR
-from ..core.semiring import plus_times
 from ..errors import DimensionMismatch, GridError, LayoutMismatch
 from ..layout import Layout, block_bounds
+from ..local.csr import LocalCSR
+from ..local.semiring import plus_times
 from .local import (BulkSample, LocalGraph, _as64, _canonical, normalize_batches,
                     selection_matrix)
 

@@ -37,9 +37,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..backends import get_backend
-from ..core.local import LocalCSR
-from ..core.semiring import plus_times
 from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure
+from ..local.csr import LocalCSR
+from ..local.semiring import plus_times
 from .rng import row_keys
 
 __all__ = ["SampledBlock", "BulkSample", "GraphSAGESampler", "LADIESSampler", "LocalGraph",
@@ -54,26 +54,12 @@ __all__ = ["SampledBlock", "BulkSample", "GraphSAGESampler", "LADIESSampler", "L
 LADIES_PROBS = ("sum_of_squares", "square_of_sum")
 _LADIES_ALIASES = {"zou": "sum_of_squares", "paper": "square_of_sum"}
 
-#: Sampling methods (see :mod:`spgnn._kernels.numba.sample`).  ``"auto"`` is
-#: ``"floyd"`` for GraphSAGE (uniform) and ``"es"`` for LADIES (weighted).
+#: Sampling methods (see :meth:`spgnn.backends.Backend.sample_rows`).  ``"auto"``
+#: is ``"floyd"`` for GraphSAGE (uniform) and ``"es"`` for LADIES (weighted).
 SAMPLE_METHODS = ("auto", "floyd", "es", "its")
-_METHOD_CODES = {"floyd": 0, "es": 1, "its": 2}
 
 #: GraphSAGE frontier modes (report §2.4, §9.6).
 FRONTIERS = ("tree", "unique")
-
-_K = {}
-
-
-def _kernels():
-    if not _K:
-        import numba
-
-        from .._kernels.numba import dedup, sample
-
-        _K.update(numba=numba, sample=sample, dedup=dedup)
-    return _K
-
 
 # --------------------------------------------------------------------------- #
 # Results
@@ -332,28 +318,16 @@ def row_normalize(p: LocalCSR) -> LocalCSR:
     return LocalCSR(p.indptr, p.indices, data, p.shape, check=None)
 
 
-def sample_rows(indptr, indices, data, rows, keys, s, method, weighted):
-    """Run the sampling kernel: ``(out_indptr, positions)``. Local.
+def sample_rows(indptr, indices, data, rows, keys, s, method, weighted, backend=None):
+    """The backend's keyed row sampling: ``(out_indptr, positions)``. Local.
 
     Output row ``r`` holds ``min(s, support)`` distinct positions (into
-    ``indices``/``data``) of CSR row ``rows[r]``, increasing.
+    ``indices``/``data``) of CSR row ``rows[r]``, increasing; see
+    :meth:`spgnn.backends.Backend.sample_rows`.  ``backend`` defaults to the
+    default backend.
     """
-    K = _kernels()
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    keys = np.ascontiguousarray(keys, dtype=np.uint64)
-    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-    indices = np.ascontiguousarray(indices, dtype=np.int64)
-    data = np.ascontiguousarray(data, dtype=np.float64)
-    nr = rows.shape[0]
-    counts = np.empty(nr, dtype=np.int64)
-    K["sample"].sample_counts(indptr, data, rows, int(s), bool(weighted), counts)
-    out_indptr = np.zeros(nr + 1, dtype=np.int64)
-    np.cumsum(counts, out=out_indptr[1:])
-    pos = np.empty(int(out_indptr[-1]), dtype=np.int64)
-    nparts = max(1, min(nr, 4 * K["numba"].get_num_threads()))
-    K["sample"].sample_fill(indptr, indices, data, rows, keys, int(s), _METHOD_CODES[method],
-                            bool(weighted), nparts, out_indptr, pos)
-    return out_indptr, pos
+    return get_backend(backend).sample_rows(indptr, indices, data, rows, keys, s, method,
+                                            weighted)
 
 
 def normalize_batches(batches, n, op="sample"):
@@ -386,51 +360,6 @@ def normalize_batches(batches, n, op="sample"):
         bad = int(flat.min()) if flat.min() < 0 else int(flat.max())
         raise InvalidSparseStructure(f"{op}: batch vertex ids must lie in [0, {n}), but got {bad}")
     return flat, ptr
-
-
-def _first_appearance(mb, v, n, k):
-    """Per-minibatch dedup in first-appearance order.
-
-    ``mb`` must be non-decreasing.  Returns ``(col_of_item, uniq_v, col_ptr)``:
-    the column (global in the stack) of each item, the vertex of each column,
-    and the per-minibatch column offsets.
-    """
-    keys = mb * np.int64(max(n, 1)) + v
-    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    col_of_uniq = np.empty(uniq.size, dtype=np.int64)
-    col_of_uniq[order] = np.arange(uniq.size, dtype=np.int64)
-    src_keys = uniq[order]
-    col_ptr = np.zeros(k + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src_keys // max(n, 1), minlength=k), out=col_ptr[1:])
-    return col_of_uniq[inv.reshape(-1)], src_keys % max(n, 1), col_ptr
-
-
-def _first_appearance_segments(a, a_ptr, b, b_ptr, n):
-    """Per-minibatch dedup of ``a[a_ptr[i]:a_ptr[i+1]]`` then ``b[b_ptr[i]:b_ptr[i+1]]``.
-
-    The numba kernel :mod:`spgnn._kernels.numba.dedup`, equal bit for bit to
-    :func:`_first_appearance` on the minibatch-sorted concatenation.  Returns
-    ``(col_a, col_b, src, col_ptr)``: the global column of each item of ``a``
-    and ``b``, the vertex of each column, the per-minibatch column offsets.
-    """
-    K = _kernels()
-    a = np.ascontiguousarray(a, dtype=np.int64)
-    b = np.ascontiguousarray(b, dtype=np.int64)
-    a_ptr = np.ascontiguousarray(a_ptr, dtype=np.int64)
-    b_ptr = np.ascontiguousarray(b_ptr, dtype=np.int64)
-    k = a_ptr.size - 1
-    col_a = np.empty(a.size, dtype=np.int64)
-    col_b = np.empty(b.size, dtype=np.int64)
-    tmp = np.empty(a.size + b.size, dtype=np.int64)
-    counts = np.empty(k, dtype=np.int64)
-    nparts = max(1, min(k, 4 * K["numba"].get_num_threads()))
-    K["dedup"].first_appearance(a, a_ptr, b, b_ptr, int(n), nparts, col_a, col_b, tmp, counts)
-    col_ptr = np.zeros(k + 1, dtype=np.int64)
-    np.cumsum(counts, out=col_ptr[1:])
-    src = np.empty(int(col_ptr[-1]), dtype=np.int64)
-    K["dedup"].compact_columns(a_ptr, b_ptr, col_ptr, tmp, col_a, col_b, src)
-    return col_a, col_b, src, col_ptr
 
 
 def _mb_of_rows(ptr):
@@ -556,7 +485,7 @@ class GraphSAGESampler(_Sampler):
         n, k = g.n, ptr.size - 1
         dst, row_ptr = flat, ptr
         if self.frontier == "unique":
-            _, _, dst, row_ptr = _first_appearance_segments(
+            _, _, dst, row_ptr = g.backend.first_appearance(
                 flat, ptr, np.zeros(0, dtype=np.int64), np.zeros(k + 1, dtype=np.int64), n)
         return self._hops("sage", self.fanouts, g, dst, row_ptr, ids, epoch)
 
@@ -573,7 +502,7 @@ class GraphSAGESampler(_Sampler):
         # GraphSAGE's Q has one nonzero per row); P's values are ignored, so
         # sampling is uniform even for weighted A (report §9.15).
         indptr, indices, data, rows = g.gather(dst)
-        s_ptr, pos = sample_rows(indptr, indices, data, rows, keys, s, self.method, False)
+        s_ptr, pos = g.backend.sample_rows(indptr, indices, data, rows, keys, s, self.method, False)
         cols, vals = indices[pos], data[pos]
         nnz = cols.size
         if self.frontier == "tree" and not self.include_dst:
@@ -594,13 +523,11 @@ class GraphSAGESampler(_Sampler):
             adj = LocalCSR(s_ptr, epos, vals, (R, R + nnz), check=None)
             return SampledBlock(hop, adj, dst, src, row_ptr, col_ptr)
         # unique: columns = this hop's rows, then new vertices (first appearance),
-        # de-duplicated per minibatch by the numba kernel (np.unique + argsort
-        # over minibatch*n + vertex keys dominated the time; same bits)
-        _, ecol, src, col_ptr = _first_appearance_segments(dst, row_ptr, cols, s_ptr[row_ptr], n)
+        # de-duplicated per minibatch by the backend (the numba kernel: np.unique
+        # + argsort over minibatch*n + vertex keys dominated the time; same bits)
+        _, ecol, src, col_ptr = g.backend.first_appearance(dst, row_ptr, cols, s_ptr[row_ptr], n)
         vals = np.ascontiguousarray(vals, dtype=np.float64)
-        K = _kernels()
-        K["dedup"].sort_rows_by_column(s_ptr, ecol, vals,
-                                       max(1, min(R, 4 * K["numba"].get_num_threads())))
+        g.backend.sort_rows_by_column(s_ptr, ecol, vals)
         adj = LocalCSR(s_ptr, ecol, vals, (R, src.size), check=None)
         return SampledBlock(hop, adj, dst, src, row_ptr, col_ptr)
 
@@ -694,15 +621,12 @@ class LADIESSampler(_Sampler):
         n, k = g.n, row_ptr.size - 1
         p = _ladies_prob(g, dst, row_ptr, self.ladies_prob)
         keys = row_keys(self.seed, "ladies", ids, hop, np.zeros(k, dtype=np.int64), epoch)
-        s_ptr, pos = sample_rows(p.indptr, p.indices, p.data, np.arange(k, dtype=np.int64), keys,
-                                 s, self.method, True)
+        s_ptr, pos = g.backend.sample_rows(p.indptr, p.indices, p.data,
+                                           np.arange(k, dtype=np.int64), keys, s, self.method, True)
         sampled = p.indices[pos]                      # ascending per minibatch
-        s_mb = _mb_of_rows(s_ptr)
         if self.include_batch:
-            mb_all = np.concatenate([_mb_of_rows(row_ptr), s_mb])
-            v_all = np.concatenate([dst, sampled])
-            order = np.argsort(mb_all, kind="stable")
-            _, src, col_ptr = _first_appearance(mb_all[order], v_all[order], n, k)
+            # per minibatch: the batch vertices, then the sampled ones, each once
+            _, _, src, col_ptr = g.backend.first_appearance(dst, row_ptr, sampled, s_ptr, n)
         else:
             src, col_ptr = sampled, s_ptr
         # EXTRACT (report §2.5): rows A_R = Q_R A by row gather, then the

@@ -28,8 +28,7 @@ import numpy as np
 
 from ..counter_rng import GOLDEN as _GOLDEN, mix64
 
-__all__ = ["mix64", "hash2", "uniform", "row_keys", "STREAMS", "base_key",
-           "hash2_numba"]
+__all__ = ["mix64", "hash2", "uniform", "row_keys", "STREAMS", "base_key"]
 
 #: Domain tags: one stream per use, so no two uses share random numbers.
 STREAMS = {"sage-tree": 1, "sage-unique": 2, "ladies": 3, "test": 99}
@@ -77,14 +76,3 @@ def row_keys(seed, stream, minibatch, hop, row, epoch=0):
     k = hash2(k, np.asarray(minibatch, dtype=np.int64))
     k = hash2(k, np.int64(hop))
     return hash2(k, np.asarray(row, dtype=np.int64))
-
-
-def hash2_numba(keys, xs):
-    """The numba kernel's ``H`` on arrays (imports numba; tests compare with :func:`hash2`)."""
-    from .._kernels.numba.sample import hash2_array
-
-    keys = np.ascontiguousarray(keys, dtype=np.uint64)
-    xs = np.ascontiguousarray(xs, dtype=np.int64)
-    out = np.empty(keys.shape[0], dtype=np.uint64)
-    hash2_array(keys, xs, out)
-    return out

@@ -1,21 +1,21 @@
 """Launch Python code under ``mpiexec`` from an ordinary (serial) test run.
 
-The launcher is the ``mpiexec`` that sits next to ``sys.executable`` (the
-pip ``mpich`` wheel installs it into the venv's ``bin``): an ``mpiexec`` from
-another MPI found on ``PATH`` would silently start P independent singleton
-ranks.  Every job runs ``python -m mpi4py`` so that an uncaught exception on
-any rank calls ``MPI_Abort`` and ends the whole job instead of deadlocking it,
-and with one thread per rank for Numba/OpenMP/BLAS because tests oversubscribe
-small machines.
+The launcher is the ``mpiexec`` that sits next to ``sys.executable``
+(:func:`spgnn.comm.launch.find_mpiexec`, re-exported here for tests).  Every
+job runs ``python -m mpi4py`` so that an uncaught exception on any rank calls
+``MPI_Abort`` and ends the whole job instead of deadlocking it, and with one
+thread per rank for Numba/OpenMP/BLAS because tests oversubscribe small
+machines.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from typing import Sequence
+
+from spgnn.comm.launch import find_mpiexec
 
 __all__ = ["find_mpiexec", "run_mpi", "mpi_test_marks", "mpi_hypothesis_settings", "SINGLE_THREAD_ENV"]
 
@@ -26,16 +26,6 @@ SINGLE_THREAD_ENV = {
     "MKL_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
 }
-
-
-def find_mpiexec() -> str | None:
-    """Path of the ``mpiexec`` beside ``sys.executable``, or ``None``.
-
-    Looks only in the interpreter's directory, never on ``PATH`` (see the
-    module docstring).  ``sys.executable`` itself is not resolved, so a venv's
-    ``bin`` is searched even when its ``python`` is a symlink.
-    """
-    return shutil.which("mpiexec", path=os.path.dirname(sys.executable))
 
 
 def run_mpi(script_or_module_args: str | Sequence[str], nprocs: int, timeout: float = 120,

@@ -4,7 +4,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..backends import get_backend
-from ..core.local import LocalCSR
+from ..local.csr import LocalCSR
 
 __all__ = ["reference_spmm"]
 

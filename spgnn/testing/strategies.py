@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 from hypothesis import strategies as st
 
-from ..core.local import LocalCSR
+from ..local.csr import LocalCSR
 
 __all__ = ["INDEX_DTYPES", "VALUE_DTYPES", "build_csr", "build_dense", "csr_params",
            "local_csr", "dense", "index_array"]

@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 
 from spgnn import DistDenseMatrix, DistSparseMatrix, Layout, ProcessGrid, spmm
 from spgnn.comm.stats import block_size
-from spgnn.core.semiring import SEMIRINGS
-from spgnn.core.spmm_3d import nested_splits, roles_for_layer
+from spgnn.core.depth import nested_splits
+from spgnn.grid import roles_for_layer
 from spgnn.layout import block_bounds
+from spgnn.local.semiring import SEMIRINGS
 from spgnn.testing.asserts import assert_dist_allclose, assert_dist_equal
 from spgnn.testing.reference import reference_spmm
 from spgnn.testing.strategies_dist import random_sparse, splits_for

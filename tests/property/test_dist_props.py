@@ -96,3 +96,24 @@ def test_spmm_1d_aware_moves_sum_of_lambda_rows():
         want = lambda_volume(a, off) * 4 * 4
         assert sum(s for s, _ in res) == want
         assert sum(r for _, r in res) == want
+
+
+def test_matmul_operator_is_spmm():
+    """``A @ X`` is ``spmm(A, X)``: same bits, same ledger events; a foreign operand is a TypeError."""
+    a = sp.csr_array(random_sparse((30, 30), 0.1, 5), dtype=np.float32)
+    x = np.random.default_rng(0).standard_normal((30, 4)).astype(np.float32)
+
+    def fn(comm):
+        grid = ProcessGrid(comm, (comm.size,), ("row",))
+        A, B = (DistSparseMatrix.from_global(a, grid, Layout("row")) for _ in range(2))
+        X = DistDenseMatrix.from_global(x, grid, Layout("row"))
+        with comm.track("op") as op:
+            Y = A @ X
+        with comm.track("fn") as fn_:
+            Z = spmm(B, X)      # a fresh matrix: its exchange plan is built too
+        with pytest.raises(TypeError, match="DistDenseMatrix"):
+            A @ x
+        return (Y.layout == Z.layout, np.array_equal(Y.local, Z.local),
+                [(e.op, e.bytes_sent) for e in op.events] == [(e.op, e.bytes_sent) for e in fn_.events])
+
+    assert run_loopback(3, fn, timeout=TIMEOUT) == [(True, True, True)] * 3

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spgnn.backends import available_backends, get_backend
-from spgnn.core.local import LocalCSR
-from spgnn.core.semiring import SEMIRINGS, get_semiring
+from spgnn.local.csr import LocalCSR
+from spgnn.local.semiring import SEMIRINGS, get_semiring
 from spgnn.testing.strategies import dense, index_array, local_csr
 
 REF = "numpy"

@@ -24,8 +24,9 @@ from spgnn import (DimensionMismatch, DistDenseMatrix, DistSparseMatrix, Layout,
 from spgnn.core.dense_ops import matmul
 from spgnn.core.spmm import SPMM_ALGORITHMS
 from spgnn.core.spmm_15d import layouts_15d
-from spgnn.core.spmm_3d import (comm_terms_3d, comm_volume_3d, layouts_3d, roles_for_layer,
-                                rotate)
+from spgnn.core.spmm_3d import layouts_3d
+from spgnn.grid import roles_for_layer, rotate
+from spgnn.planner import comm_terms_3d, comm_volume_3d
 from spgnn.testing.strategies_dist import random_sparse
 
 HERE = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Kernel output buffers (spgnn.backends._alloc): layout, reuse only after free, bounds."""
+"""Kernel output buffers (spgnn.local.alloc): layout, reuse only after free, bounds."""
 
 import gc
 import sys
@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from spgnn.backends import _alloc
+from spgnn.local import alloc as _alloc
 
 pytestmark = pytest.mark.skipif(_alloc._MADV_HUGEPAGE is None,
                                 reason="no MADV_HUGEPAGE on this platform: plain np.empty")

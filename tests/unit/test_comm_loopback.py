@@ -73,7 +73,7 @@ def test_allreduce_ops(p, dtype):
 
 
 def test_allreduce_monoid_and_logical():
-    from spgnn.core.semiring import MAX
+    from spgnn.local.semiring import MAX
 
     def fn(comm):
         y = comm.allreduce(np.array([comm.rank, -comm.rank], dtype=np.float64), MAX)
@@ -466,6 +466,33 @@ def test_agree_raises_same_type_everywhere(exc_type, expected):
             assert "rank 1" in str(e) and "bad block" in str(e) and "1 other rank" in str(e)
 
 
+def test_checkpoint_error_in_an_agreed_section_is_a_checkpoint_error_everywhere(tmp_path):
+    """A checkpoint read that fails on one rank only (its own file is corrupt)
+    raises CheckpointError on every rank, not RemoteError on the healthy ones:
+    the class lives in spgnn.errors, which agree() rebuilds."""
+    from spgnn.checkpoint import load_checkpoint, save_checkpoint
+    from spgnn.errors import CheckpointError
+
+    files = [save_checkpoint(tmp_path / str(r), {"w": np.arange(3.0)}, step=1) for r in range(3)]
+    files[1].write_bytes(b"not a zip file")
+
+    def fn(comm):
+        err = None
+        try:
+            load_checkpoint(files[comm.rank])
+        except CheckpointError as e:
+            err = e
+        try:
+            comm.agree(err)
+        except CheckpointError as e:
+            return type(e), str(e)
+        return None, None
+
+    res = run_loopback(3, fn, timeout=10)
+    assert [t for t, _ in res] == [CheckpointError] * 3
+    assert res[0][1].startswith("rank 1: load_checkpoint:") and res[2][1] == res[0][1]
+
+
 def test_failing_rank_fails_fast_with_original_exception():
     class Boom(RuntimeError):
         pass
@@ -511,7 +538,7 @@ def test_missing_collective_times_out():
 
 
 def test_abort_stops_every_rank():
-    from spgnn.comm.transport import LoopbackAborted
+    from spgnn.errors import LoopbackAborted
 
     def fn(comm):
         if comm.rank == 1:
@@ -618,7 +645,7 @@ def test_received_arrays_start_on_a_cache_line(p):
     """What a collective returns is often the next SpMM's X: it starts on 64 bytes.
 
     Row counts cover numpy-sized buffers and ones past the allocator's
-    huge-page threshold (spgnn.backends._alloc.HUGE_MIN_BYTES).
+    huge-page threshold (spgnn.local.alloc.HUGE_MIN_BYTES).
     """
     def body(comm):
         outs = {}

@@ -93,3 +93,24 @@ def test_transfer_rects_fill_every_destination_block_once(case):
             assert s0 <= a0 and a1 <= s1 and t0 <= b0 and b1 <= t1
             cover[a0 - r0:a1 - r0, b0 - c0:b1 - c0] += 1
         assert (cover == 1).all()
+
+
+def test_parse_grid_one_parser_one_error_type():
+    from spgnn.grid import parse_grid
+
+    assert parse_grid("2x2x1", 4) == (2, 2, 1)
+    assert parse_grid("3X1", 3, ndim=2) == (3, 1)
+    for text, words in (("2x2", "3 positive factors"), ("2x0x2", "positive"), ("2x2x2", "4 ranks"),
+                        ("axb", "must look like 2x2x2"), (None, "must look like")):
+        with pytest.raises(GridError, match=words) as info:
+            parse_grid(text, 4, what="spmm: --grid")
+        assert str(info.value).startswith("spmm: --grid ")
+        assert isinstance(info.value, ValueError)
+
+
+def test_default_grid_3d_is_the_most_cubic_shape():
+    from spgnn.grid import default_grid_3d, shapes_3d
+
+    assert shapes_3d(4) == [(1, 1, 4), (1, 2, 2), (1, 4, 1), (2, 1, 2), (2, 2, 1), (4, 1, 1)]
+    assert [default_grid_3d(p) for p in (1, 2, 4, 8, 12, 7)] == [
+        (1, 1, 1), (2, 1, 1), (2, 2, 1), (2, 2, 2), (3, 2, 2), (7, 1, 1)]

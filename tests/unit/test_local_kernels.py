@@ -14,8 +14,8 @@ import pytest
 import scipy.sparse as sp
 
 from spgnn.backends import available_backends, backend_status, get_backend
-from spgnn.core.local import LocalCSR
-from spgnn.core.semiring import SEMIRINGS, get_semiring
+from spgnn.local.csr import LocalCSR
+from spgnn.local.semiring import SEMIRINGS, get_semiring
 from spgnn.errors import DimensionMismatch, DTypeError, InvalidSparseStructure
 from spgnn.testing.strategies import build_csr, build_dense
 

@@ -55,6 +55,25 @@ def test_unavailable_backend_says_why():
         get_backend("fortran")
 
 
+def test_builtin_backends_by_module_and_third_party_registration(monkeypatch):
+    import spgnn.backends as B
+    from spgnn.backends.numpy_backend import NumpyBackend
+
+    assert list(B.backend_status())[:3] == ["numpy", "numba", "cupy"]   # reference first
+    monkeypatch.setattr(B, "_REGISTERED", dict(B._REGISTERED))
+    monkeypatch.setattr(B, "_BACKENDS", {})        # as in a fresh process: none loaded yet
+    monkeypatch.setattr(B, "_INSTANCES", dict(B._INSTANCES))
+
+    @B.register_backend
+    class Mine(NumpyBackend):
+        name = "mine"
+
+    assert list(B.backend_status()) == ["numpy", "numba", "cupy", "mine"]
+    assert "mine" in B.available_backends()
+    assert isinstance(B.get_backend("mine"), Mine)
+    assert B.get_backend("mine") is B.get_backend("mine")
+
+
 def test_info_lists_backends_and_reasons():
     out = subprocess.run([sys.executable, "-m", "spgnn", "info"], capture_output=True, text=True,
                          check=True).stdout

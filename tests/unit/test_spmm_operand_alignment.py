@@ -17,7 +17,8 @@ from spgnn import (DistDenseMatrix, DistSparseMatrix, grid_1d, grid_3d, grid_15d
                    spmm)
 from spgnn.backends import get_backend
 from spgnn.core.spmm_15d import layouts_15d
-from spgnn.core.spmm_3d import layouts_3d, roles_for_layer
+from spgnn.core.spmm_3d import layouts_3d
+from spgnn.grid import roles_for_layer
 
 N, F = 24, 16
 

@@ -24,7 +24,7 @@ __all__ = [
     "Monoid", "Semiring", "PLUS", "MIN", "MAX", "TIMES",
     "plus_times", "min_plus", "max_plus", "max_times", "min_times",
     "plus_pair", "plus_second", "max_second", "min_second", "mean",
-    "SEMIRINGS", "get_semiring",
+    "SEMIRINGS", "get_semiring", "partial_semiring",
 ]
 
 
@@ -115,3 +115,19 @@ def get_semiring(semiring) -> Semiring:
             raise ValueError(f"unknown semiring {semiring!r}; expected one of "
                              f"{sorted(SEMIRINGS)}") from None
     raise TypeError(f"semiring must be a Semiring or a name, but got {type(semiring).__name__}")
+
+
+def partial_semiring(semiring: Semiring) -> Semiring:
+    """The semiring of partial products that are reduced across ranks before they are final. Pure.
+
+    A product split over ranks by columns (1.5D, 3D) computes each rank's
+    share with the ``add`` monoid and reduces the shares with the same
+    monoid.  Only ``row_mean`` semirings differ: each share must stay a sum
+    (not a mean of the share's terms), and the caller divides by the
+    *global* row counts after the reduction.  So this is ``semiring``
+    itself, or for a ``row_mean`` semiring the same monoid and operator
+    without the division (named ``"<name>:partial"``).
+    """
+    if not semiring.row_mean:
+        return semiring
+    return Semiring(semiring.name + ":partial", semiring.add, semiring.multiply)

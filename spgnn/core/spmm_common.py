@@ -1,0 +1,67 @@
+"""What the distributed SpMM algorithms share: their row-split result and the finish of partial products.
+
+* :func:`row_split_result` wraps a local product as the output of the
+  ``local``, ``1d*`` and ``15d*`` algorithms: split by rows like ``A``,
+  replicated over every other axis.
+* :func:`finish_partials` completes a product whose column range was split
+  over ranks (1.5D over the replica axes, 3D over the outer axis): it reduces
+  the ranks' partial products with the semiring's add monoid and, for a
+  ``row_mean`` semiring (whose partial products were computed with
+  :func:`~spgnn.local.semiring.partial_semiring`), divides by the *global*
+  nonzero count of each row (empty rows give 0).
+"""
+
+import numpy as np
+
+from ..layout import Layout
+from .dist_dense import DistDenseMatrix
+
+__all__ = ["row_split_result", "finish_partials"]
+
+
+def row_split_result(A, X, y):
+    """``y`` (my rows of ``A (+).(x) X``) as a DistDenseMatrix split by rows like ``A``. Local."""
+    return DistDenseMatrix(y, (A.shape[0], X.shape[1]), A.grid,
+                           Layout(A.layout.rows, row_splits=A.layout.row_splits), backend=A.backend)
+
+
+def finish_partials(A, local, y, semiring, comm, label, key, count_comm):
+    """Reduce partial products ``y`` over ``comm`` and apply ``row_mean``; return the local result.
+
+    Parameters
+    ----------
+    A : DistSparseMatrix
+        The sparse operand; its ``cache`` keeps the global row counts under
+        ``key``.
+    local : LocalCSR
+        The block whose rows' nonzeros this rank counted (a column slab of
+        ``A`` in 1.5D, ``A.local`` in 3D).
+    y : backend array
+        This rank's partial product, computed with
+        :func:`~spgnn.local.semiring.partial_semiring`.
+    semiring : Semiring
+        The semiring the caller asked for.
+    comm : Communicator or None
+        The ranks sharing these output rows: ``y`` is all-reduced over it
+        (label ``f"{label}:allreduce"``) when it has more than one rank.
+    count_comm : Communicator or None
+        Where the row counts are summed the first time (label
+        ``f"{label}:plan"``); ``None``: this rank's counts are global.
+
+    Collective: over ``comm`` when it has more than one rank, and over
+    ``count_comm`` the first time a ``row_mean`` product is finished.
+    """
+    be = A.backend
+    if comm is not None and comm.size > 1:
+        host = np.ascontiguousarray(be.to_host(y))
+        y = be.from_host(comm.allreduce(host, op=semiring.add.name, label=f"{label}:allreduce"))
+    if semiring.row_mean:
+        counts = A.cache.get(key)
+        if counts is None:
+            counts = np.diff(np.asarray(be.to_host(local.indptr)).astype(np.int64))
+            if count_comm is not None:
+                counts = count_comm.allreduce(counts, label=f"{label}:plan")
+            A.cache[key] = counts
+        div = np.where(counts > 0, counts, 1).astype(y.dtype)
+        y = y / be.from_host(div[:, None])
+    return y
