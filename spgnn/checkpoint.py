@@ -527,7 +527,9 @@ def load_training_state(comm, directory, fmt: str, config: dict, what: str = "tr
     """
     state, _ = load_checkpoint_collective(comm, directory)
     if not isinstance(state, dict) or state.get("format") != fmt:
-        raise ValueError(f"train: {directory} holds no {what} checkpoint")
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise ValueError(f"train: {directory} holds no {what} checkpoint (it holds {found!r}; "
+                         f"this one must be {fmt!r})")
     saved = state.get("config", {})
     diff = {k: (saved.get(k), config[k]) for k in config if saved.get(k) != config[k]}
     if diff:

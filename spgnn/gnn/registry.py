@@ -39,7 +39,9 @@ class ModelSpec:
         Options only this model's training reads (the command refuses them
         for other models).
     checkpoint_format : str
-        The ``format`` of its training checkpoints (a resume checks it).
+        The ``format`` of its training checkpoints (a resume checks it);
+        ``/2``: the layout of the one training loop (``trainer`` holds
+        :meth:`Trainer.gather_state`), which earlier checkpoints do not have.
     """
 
     name: str
@@ -73,12 +75,12 @@ MODELS = {
     "gcn": ModelSpec(
         "gcn", "full-graph GCN (Kipf & Welling)", _gcn, "full-graph",
         defaults={"epochs": 200, "hidden": 16, "dropout": 0.5},
-        checkpoint_format="spgnn-train"),
+        checkpoint_format="spgnn-train-gcn/2"),
     # input dropout, dropout 0.6 and model selection on the validation set
     # were chosen on Cora's validation accuracy (docs/sage_training.md)
     "sage": ModelSpec(
         "sage", "GraphSAGE (mean) on sampled minibatches", _sage, "minibatch",
         defaults={"epochs": 50, "hidden": 64, "dropout": 0.6, "input_dropout": 0.5,
                   "eval_every": 1, "model_selection": "best-val"},
-        options=MINIBATCH_OPTIONS, checkpoint_format="spgnn-train-sage"),
+        options=MINIBATCH_OPTIONS, checkpoint_format="spgnn-train-sage/2"),
 }
