@@ -18,6 +18,13 @@ Usage::
     python tests/regression/record_behaviour.py --out tests/regression/behaviour.json
     python tests/regression/record_behaviour.py --check tests/regression/behaviour.json
     python tests/regression/record_behaviour.py --check ... --only gcn-1d-aware-p1
+    python tests/regression/record_behaviour.py --check ... --old-sage-masks
+
+``--old-sage-masks`` runs every process with the GraphSAGE dropout masks of
+before issue 21 (``tests/regression/old_sage_masks/``): the one intended
+change of the GNN unification is that minibatch dropout now uses the
+counter-based scheme of every other model, and with the old masks patched
+back in every run must match.
 
 Needs ``../shared/data/planetoid`` (Cora) or ``SPGNN_SHARED_DATA``.
 """
@@ -70,6 +77,10 @@ RESUME = {"gcn-resume-p4": (4, GCN[:2] + ["--algo", "1d-aware", "--seed", "3"], 
           "sage-resume-p2": (2, SAGE[:-4] + ["--seed", "5"], 2, 4)}
 
 
+#: Set by ``--old-sage-masks``: a folder put first on every run's PYTHONPATH.
+OLD_SAGE_MASKS = None
+
+
 def _data_root():
     env = os.environ.get("SPGNN_SHARED_DATA")
     here = Path(__file__).resolve().parents[2]
@@ -90,6 +101,9 @@ def _train(ranks, args, graph, workdir, tag):
     cmd = [_mpiexec(), "-n", str(ranks), sys.executable, "-m", "spgnn", "train", "--graph",
            str(graph), *CORA, *args, "--json", "--no-progress", "--save-weights", str(weights)]
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    if OLD_SAGE_MASKS:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [OLD_SAGE_MASKS,
+                                                         env.get("PYTHONPATH")]))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900,
                           stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
@@ -173,7 +187,12 @@ def main(argv=None):
     ap.add_argument("--out", help="write a new record here")
     ap.add_argument("--check", help="compare a new run with this record")
     ap.add_argument("--only", nargs="*", help="run only these configurations")
+    ap.add_argument("--old-sage-masks", action="store_true",
+                    help="GraphSAGE dropout masks as before issue 21 (check mode)")
     args = ap.parse_args(argv)
+    if args.old_sage_masks:
+        global OLD_SAGE_MASKS
+        OLD_SAGE_MASKS = str(Path(__file__).resolve().parent / "old_sage_masks")
     if bool(args.out) == bool(args.check):
         ap.error("give exactly one of --out and --check")
     runs = run_all(set(args.only) if args.only else None)
