@@ -41,9 +41,18 @@ import numpy as np
 
 from . import print_result
 
+from ..backends import get_backend
+from ..checkpoint import load_training_state, write_npz_atomic
+from ..comm import Communicator
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
+from ..gnn import (Adam, Checkpoint, DistGraph, EvaluateEvery, Metrics, MinibatchGraph,
+                   MinibatchTrainer, ProgressBar, Trainer)
+from ..gnn.registry import MODELS
 from ..grid import parse_grid
+from ..io import load_graph, load_on_root
+from ..io.preprocess import random_projection, row_normalize_features
 from ..partition import PARTITIONERS
+from ..sampling import GraphSAGESampler, LADIESSampler
 
 DTYPES = ("float32", "float64")
 
@@ -56,14 +65,8 @@ _MINIBATCH_CONFIG_KEYS = ("sampler", "batch_size", "fanout", "bulk", "partition_
                           "frontier")
 
 
-def _models():
-    from ..gnn.registry import MODELS
-
-    return MODELS
-
-
 def add_parser(sub):
-    models = _models()
+    models = MODELS
     p = sub.add_parser("train", help="train a GNN on a graph and report accuracy, time and "
                                      "bytes per epoch")
     p.add_argument("--graph", required=True, help="graph file or folder, or generator spec "
@@ -162,14 +165,14 @@ def _parse_fanout(value):
 def apply_model_defaults(args):
     """Fill the options the user left out with the model's defaults; refuse options of other
     models. Local (every rank, before MPI starts)."""
-    spec = _models()[args.model]
+    spec = MODELS[args.model]
     for key, value in spec.defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    others = {o for s in _models().values() for o in s.options} - set(spec.options)
+    others = {o for s in MODELS.values() for o in s.options} - set(spec.options)
     given = [f"--{k.replace('_', '-')}" for k in sorted(others) if getattr(args, k) is not None]
     if given:
-        owners = sorted(n for n, s in _models().items() if set(s.options) & others)
+        owners = sorted(n for n, s in MODELS.items() if set(s.options) & others)
         raise ValueError(f"train: {', '.join(given)} only apply to "
                          f"{' or '.join('--model ' + n for n in owners)}")
     if spec.training == "minibatch":
@@ -179,7 +182,7 @@ def apply_model_defaults(args):
 
 def check_args(args, p):
     """Raise ValueError for arguments every rank can judge alone (no communication)."""
-    spec = _models()[args.model]
+    spec = MODELS[args.model]
     if args.epochs < 0:
         raise ValueError(f"train: --epochs must be >= 0, but got {args.epochs}")
     if args.hidden < 1 or args.layers < 1:
@@ -195,8 +198,6 @@ def check_args(args, p):
     if args.feature_dim is not None and args.feature_dim < 1:
         raise ValueError(f"train: --feature-dim must be >= 1, but got {args.feature_dim}")
     if args.backend is not None:
-        from ..backends import get_backend
-
         get_backend(args.backend)          # unknown or unavailable: raises the same everywhere
     _parse_split(args.split)
     if spec.training == "full-graph":
@@ -224,7 +225,7 @@ def check_args(args, p):
 
 
 def _config(args, p):
-    spec = _models()[args.model]
+    spec = MODELS[args.model]
     keys = _CONFIG_KEYS + ((_MINIBATCH_CONFIG_KEYS + spec.options)
                            if spec.training == "minibatch" else ())
     cfg = {k: getattr(args, k) for k in keys}
@@ -238,9 +239,6 @@ def _config(args, p):
 # ------------------------------------------------------------------ loading
 def load_root(args):
     """Rank 0: the graph with a split, its features projected when asked. Local."""
-    from ..io import load_graph
-    from ..io.preprocess import random_projection, row_normalize_features
-
     graph = load_graph(args.graph, name=args.name)
     split = _parse_split(args.split)
     if split is None and graph.train_mask is None:
@@ -268,8 +266,6 @@ def _options(args):
 
 
 def _build_full_graph(comm, args, graph, spec):
-    from ..gnn import Adam, DistGraph, Trainer
-
     kw = {}
     if args.algo == "3d" and args.grid:
         kw["grid"] = parse_grid(args.grid, comm.size, ndim=3, what="train: --grid")
@@ -283,9 +279,6 @@ def _build_full_graph(comm, args, graph, spec):
 
 
 def _build_minibatch(comm, args, graph, spec):
-    from ..gnn import Adam, MinibatchGraph, MinibatchTrainer
-    from ..sampling import GraphSAGESampler, LADIESSampler
-
     fanout = _parse_fanout(args.fanout)
     c = args.replication if args.partition_mode == "partitioned" else 1
     dtype = np.dtype(args.dtype)
@@ -307,8 +300,6 @@ def _build_minibatch(comm, args, graph, spec):
 
 def _save_weights(comm, path, model):
     """Assemble every parameter (collective) and write them from rank 0."""
-    from ..checkpoint import write_npz_atomic
-
     arrays = {name: p.to_global() for name, p in model.named_parameters()}
     if comm.rank == 0:
         write_npz_atomic(path, arrays)
@@ -343,11 +334,7 @@ def train(comm, args):
         ``last_epoch_test_acc``, ``last_epoch_val_acc``, ``best_val_acc``,
         ``test_acc_at_best_val``, ``best_epoch``.
     """
-    from ..checkpoint import load_training_state
-    from ..gnn import Checkpoint, EvaluateEvery, Metrics, ProgressBar
-    from ..io import load_on_root
-
-    spec = _models()[args.model]
+    spec = MODELS[args.model]
     p = comm.size
     try:
         check_args(args, p)
@@ -447,8 +434,6 @@ def train(comm, args):
 
 
 def run(args):
-    from ..comm import Communicator
-
     apply_model_defaults(args)         # every rank, before MPI starts
     comm = Communicator.world()        # initialises MPI; train() checks before communicating
     result = train(comm, args)

@@ -62,6 +62,7 @@ import time
 
 import numpy as np
 
+from ..comm import Communicator
 from ..core.dist_dense import DistDenseMatrix
 from ..grid import grid_1d, grid_15d
 from ..io.preprocess import neighbour_pattern
@@ -332,8 +333,6 @@ class MinibatchTrainer(Trainer):
             raise ValueError(f"MinibatchTrainer: mode must be one of {MODES}, but got {mode!r}")
         if not isinstance(graph, MinibatchGraph):
             if comm is None:
-                from ..comm import Communicator
-
                 comm = Communicator.world()
             graph = MinibatchGraph.from_graph(graph, comm, mode=mode or "replicated",
                                               replication=replication, root=None,
