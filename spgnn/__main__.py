@@ -2,6 +2,7 @@
 
 import argparse
 import sys
+import time
 
 from .errors import SpgnnError
 from .cli import calibrate, demo, info, plan, spmm, train
@@ -19,6 +20,16 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command].run(args) or 0
+    except KeyboardInterrupt:
+        # One line, no traceback per rank.  In a parallel job the interrupt
+        # watchdog (spgnn.comm) is ending every rank with MPI_Abort already;
+        # wait for it rather than leave MPI with ranks still in a collective.
+        from .comm import INTERRUPT_EXIT, world_size
+
+        if world_size() > 1:
+            time.sleep(10)
+        print(f"spgnn {args.command}: interrupted", file=sys.stderr, flush=True)
+        return INTERRUPT_EXIT
     except (SpgnnError, ValueError, TypeError, OSError, ImportError) as exc:
         # Bad input: one line instead of a traceback per rank.  An error every
         # rank raises together (Communicator.agree) is printed once and every

@@ -13,8 +13,8 @@ Modules, bottom up: ``stats`` (ledger, byte model), ``transport`` (the
 """
 
 from spgnn.comm.communicator import (CHUNK_TAG, Communicator, Request, abort_if_parallel,
-                                     finalize_world, is_agreed_on_world, mpi_library_info,
-                                     world_rank)
+                                     INTERRUPT_EXIT, finalize_world, is_agreed_on_world,
+                                     mpi_library_info, world_rank, world_size)
 from spgnn.comm.launch import find_mpiexec
 from spgnn.comm.loopback import LoopbackTransport, run_loopback, solo_communicator
 from spgnn.comm.stats import CommEvent, CommStats, Ledger, ReducedStats
@@ -24,6 +24,6 @@ __all__ = [
     "Communicator", "Request", "CHUNK_TAG",
     "CommEvent", "CommStats", "ReducedStats", "Ledger",
     "Transport", "MPITransport", "LoopbackTransport", "run_loopback", "solo_communicator",
-    "world_rank", "mpi_library_info", "is_agreed_on_world", "abort_if_parallel", "finalize_world",
-    "find_mpiexec",
+    "world_rank", "world_size", "INTERRUPT_EXIT", "mpi_library_info", "is_agreed_on_world",
+    "abort_if_parallel", "finalize_world", "find_mpiexec",
 ]

@@ -102,6 +102,68 @@ def _install_abort_hook():
     sys.excepthook = hook
 
 
+#: Exit status of a job ended by SIGINT (128 + 2, what shells report for Ctrl-C).
+INTERRUPT_EXIT = 130
+
+
+def _install_interrupt_watchdog():
+    """Make one SIGINT or SIGTERM end every rank of the job, within a fraction of a second.
+
+    Why a thread: Python runs a signal handler in the main thread between
+    bytecodes, so a rank blocked inside an MPI collective (C code) never
+    sees Ctrl-C, while the ranks that do see it leave; the others then wait
+    forever.  ``signal.set_wakeup_fd`` is written by the C-level handler even
+    while the main thread is blocked; a daemon thread waiting on it reports
+    the interruption (rank 0, one line) and calls ``MPI_Abort``, which ends
+    every rank.  ``SPGNN_ABORT_HOOK=0`` disables it with the abort hook.
+    Must be called from the main thread; elsewhere it does nothing.
+    """
+    import os
+    import signal
+    import socket
+    import sys
+    import threading
+
+    if os.environ.get("SPGNN_ABORT_HOOK", "1") == "0" or _WATCHDOG:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    read_end, write_end = socket.socketpair()
+    write_end.setblocking(False)
+    try:
+        signal.set_wakeup_fd(write_end.fileno(), warn_on_full_buffer=False)
+    except ValueError:          # not the main thread of the main interpreter
+        return
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        # a Python-level handler, so that SIGTERM reaches the wakeup fd too
+        signal.signal(signal.SIGTERM, lambda *_: None)
+    watched = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
+
+    def watch():
+        from mpi4py import MPI
+
+        while True:
+            data = read_end.recv(16)
+            hit = [watched[s] for s in data if s in watched]
+            if not hit:
+                continue
+            if MPI.COMM_WORLD.Get_rank() == 0:
+                print(f"spgnn: interrupted by {hit[0]}: ending all {MPI.COMM_WORLD.Get_size()} "
+                      f"ranks", file=sys.stderr, flush=True)
+            time.sleep(ABORT_GRACE_SECONDS)      # let the launcher forward the line
+            try:
+                MPI.COMM_WORLD.Abort(INTERRUPT_EXIT)
+            except Exception:  # MPI already finalized: the process is ending anyway
+                pass
+            return
+
+    threading.Thread(target=watch, name="spgnn-interrupt-watchdog", daemon=True).start()
+    _WATCHDOG.append((read_end, write_end))
+
+
+_WATCHDOG: list = []
+
+
 def _mark_agreed(exc: BaseException, comm) -> None:
     """Tag an exception that every rank of ``comm`` raises together (see :meth:`Communicator.agree`)."""
     try:
@@ -158,6 +220,17 @@ def abort_if_parallel(code: int = 1) -> None:
 
     if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1:
         MPI.COMM_WORLD.Abort(code)
+
+
+def world_size() -> int:
+    """The number of ranks in ``MPI.COMM_WORLD``, 1 when MPI was never started. Local."""
+    import sys
+
+    if "mpi4py.MPI" not in sys.modules:
+        return 1
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Get_size()
 
 
 def world_rank() -> int:
@@ -300,6 +373,7 @@ class Communicator:
             Communicator._world = cls.from_mpi(MPI.COMM_WORLD)
             if MPI.COMM_WORLD.Get_size() > 1:
                 _install_abort_hook()
+                _install_interrupt_watchdog()
         return Communicator._world
 
     @classmethod

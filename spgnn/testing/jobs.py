@@ -1,0 +1,96 @@
+"""Multi-rank jobs for fault tests: start, interrupt, time, and check that nothing is left behind.
+
+A :class:`Job` runs ``mpiexec -n P python -m spgnn ...`` (or any module) in a
+session of its own, as a shell runs a foreground job, so that :meth:`Job.ctrl_c`
+delivers SIGINT to every process of the job at once, exactly like a
+terminal's Ctrl-C.  Every process carries a unique environment marker, which
+:func:`leftover_processes` finds in ``/proc`` after the job has ended (Linux).
+Test-only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from spgnn.comm.launch import find_mpiexec
+
+from .mpi import SINGLE_THREAD_ENV
+
+__all__ = ["Job", "leftover_processes"]
+
+MARKER = "SPGNN_TEST_JOB"
+
+
+def leftover_processes(marker):
+    """PIDs of live processes whose environment holds ``SPGNN_TEST_JOB=marker``. Local."""
+    want = f"{MARKER}={marker}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if want in env.split(b"\0") and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+class Job:
+    """``mpiexec -n nprocs python <args>`` in its own session, output captured.
+
+    Use as a context manager: on exit the whole session is killed (SIGKILL)
+    if it is still running, so a failing test never leaves processes behind.
+    """
+
+    def __init__(self, args, nprocs, *, env=None, mpi4py=False):
+        mpiexec = find_mpiexec()
+        if mpiexec is None:
+            raise FileNotFoundError("no mpiexec beside the interpreter")
+        self.marker = uuid.uuid4().hex
+        full_env = {**os.environ, **SINGLE_THREAD_ENV, **(env or {}), MARKER: self.marker}
+        runner = ["-m", "mpi4py"] if mpi4py else []
+        self.cmd = [mpiexec, "-n", str(nprocs), sys.executable, *runner, *args]
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, text=True, env=full_env,
+                                     start_new_session=True)
+        self.output = None
+        self.seconds = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.communicate()
+        return False
+
+    def ctrl_c(self):
+        """SIGINT to every process of the job (a terminal's Ctrl-C)."""
+        os.killpg(self.proc.pid, signal.SIGINT)
+
+    def wait(self, timeout):
+        """``(returncode, output)``; the job is killed and ``TimeoutError`` raised past ``timeout``."""
+        t0 = time.monotonic()
+        try:
+            self.output, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.output, _ = self.proc.communicate()
+            raise TimeoutError(f"job still running after {timeout} s: {' '.join(self.cmd)}\n"
+                               f"{self.output[-2000:]}") from None
+        self.seconds = time.monotonic() - t0
+        return self.proc.returncode, self.output
+
+    def leftovers(self):
+        """Processes of this job still alive (after :meth:`wait`)."""
+        return leftover_processes(self.marker)
