@@ -27,6 +27,7 @@ __all__ = [
     "GraphFormatError",
     "RemoteError",
     "CheckpointError",
+    "NonFiniteError",
     "LoopbackAborted",
     "SpgnnEfficiencyWarning",
 ]
@@ -89,6 +90,12 @@ class CheckpointError(SpgnnError, ValueError):
 
     The message names the file (or the directory) concerned.
     """
+
+
+class NonFiniteError(SpgnnError, FloatingPointError):
+    """A NaN or infinity where training needs finite numbers: an input, a
+    hyperparameter, a checkpoint, or a loss or gradient during training
+    (raised on every rank, the first epoch it happens)."""
 
 
 class LoopbackAborted(SpgnnError, RuntimeError):

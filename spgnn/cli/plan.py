@@ -16,6 +16,8 @@ from spgnn.core.spmm import DISTRIBUTED_ALGORITHMS
 from spgnn.grid import parse_grid
 from spgnn.partition import PARTITIONERS, partition_graph, permute, write_partition_file
 
+from . import json_safe
+
 
 def add_parser(sub):
     p = sub.add_parser("plan", help="plan SpMM communication for many rank counts without running them")
@@ -165,7 +167,8 @@ def run(args):
     meta, rows, partitions = plan_all(args)
     saved = _save_partitions(args.save_partition, partitions, meta["n"]) if args.save_partition else []
     if args.json:
-        print(json.dumps({**meta, "plans": rows, "saved_partitions": saved}), flush=True)
+        print(json.dumps(json_safe({**meta, "plans": rows, "saved_partitions": saved}),
+                         allow_nan=False), flush=True)
     else:
         print(_table(meta, rows))
         for path in saved:

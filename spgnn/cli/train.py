@@ -45,6 +45,7 @@ from ..backends import get_backend
 from ..checkpoint import load_training_state, write_npz_atomic
 from ..comm import Communicator
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
+from ..errors import NonFiniteError
 from ..gnn import (Adam, Checkpoint, DistGraph, EvaluateEvery, Metrics, MinibatchGraph,
                    MinibatchTrainer, ProgressBar, Trainer)
 from ..gnn.registry import MODELS
@@ -191,6 +192,10 @@ def check_args(args, p):
     if not args.lr > 0 or not args.weight_decay >= 0:
         raise ValueError(f"train: --lr must be > 0 and --weight-decay >= 0, but got {args.lr} "
                          f"and {args.weight_decay}")
+    for option in ("lr", "weight_decay"):
+        if not np.isfinite(getattr(args, option)):
+            raise NonFiniteError(f"train: --{option.replace('_', '-')} must be finite, but got "
+                                 f"{getattr(args, option)}")
     if not 0 <= args.dropout < 1:
         raise ValueError(f"train: --dropout must lie in [0, 1), but got {args.dropout}")
     if args.every < 1:
@@ -339,7 +344,7 @@ def train(comm, args):
     try:
         check_args(args, p)
         err = None
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, NonFiniteError) as exc:
         err = exc
     # every rank judges the arguments alike: agreeing (one tiny all-reduce)
     # makes the error one clean message from rank 0 instead of an MPI_Abort
@@ -358,7 +363,12 @@ def train(comm, args):
     if args.resume:
         state = load_training_state(comm, args.resume, spec.checkpoint_format, cfg,
                                     f"--model {spec.name} training")
-        trainer.restore_state(state["trainer"])
+        try:
+            trainer.restore_state(state["trainer"])
+            err = None
+        except (ValueError, NonFiniteError) as exc:      # a rank may hold its own part
+            err = exc
+        comm.agree(err)
         history = state.get("history", [])
         if selection is not None and state.get("selection"):
             selection.best = dict(state["selection"]["best"])

@@ -946,6 +946,17 @@ class Communicator:
         _mark_agreed(exc, self)
         raise exc from None
 
+    def raise_together(self, error: BaseException) -> None:
+        """Raise ``error``, which every rank of this communicator raises at this point. Local.
+
+        For a decision every rank takes from identical data (an all-reduced
+        value, a replicated parameter), so no communication is needed to agree
+        on it; the error is marked agreed, as :meth:`agree`'s are, so the
+        command line reports it once and ends MPI cleanly.
+        """
+        _mark_agreed(error, self)
+        raise error
+
     def abort(self, code: int = 1) -> None:
         """Terminate the whole job (``MPI_Abort``); does not return."""
         self.transport.abort(code)

@@ -43,7 +43,7 @@ from ..core.dist_dense import DistDenseMatrix
 from ..core.dist_sparse import DistSparseMatrix
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
 from ..core.spmm_15d import layouts_15d
-from ..errors import GridError
+from ..errors import GridError, NonFiniteError
 from ..grid import ProcessGrid, default_grid_3d, grid_1d, grid_15d, make_grid, roles_for_layer
 from ..layout import Layout, block_offsets
 from ..io.preprocess import (mean_adjacency, neighbour_pattern, normalized_adjacency,
@@ -60,6 +60,32 @@ PARTITIONS = tuple(PARTITIONERS)
 #: The graph's aggregation matrix (what :meth:`GraphContext.propagate` multiplies by).
 AGGREGATIONS = ("gcn", "mean")
 _NODE_COLS = ("label", "train", "val", "test", "orig")
+
+
+def require_finite(graph):
+    """Raise :class:`~spgnn.errors.NonFiniteError` naming the first NaN/infinite feature or edge weight.
+
+    Local.  Training on such a graph would not fail: ReLU maps NaN to 0, and
+    the run would end with a finite-looking loss at chance accuracy.
+    """
+    x = graph.features
+    data = x.data if sp.issparse(x) else np.asarray(x)
+    if data.size and not np.isfinite(data).all():
+        if sp.issparse(x):
+            coo = sp.coo_array(x)
+            k = int(np.flatnonzero(~np.isfinite(coo.data))[0])
+            r, c, v = int(coo.row[k]), int(coo.col[k]), coo.data[k]
+        else:
+            r, c = (int(i) for i in np.argwhere(~np.isfinite(data))[0])
+            v = data[r, c]
+        raise NonFiniteError(f"{graph.name}: feature row {r}, column {c} is {v}; features must "
+                             f"be finite")
+    adj = graph.adj
+    if adj.nnz and not np.isfinite(adj.data).all():
+        coo = sp.coo_array(adj)
+        k = int(np.flatnonzero(~np.isfinite(coo.data))[0])
+        raise NonFiniteError(f"{graph.name}: the edge ({int(coo.row[k])}, {int(coo.col[k])}) has "
+                             f"weight {coo.data[k]}; edge weights must be finite")
 
 
 def _aggregation_matrix(adj, aggregation, dtype):
@@ -84,6 +110,7 @@ def _prepare(graph, aggregation, normalize_features, dtype):
                          f"(features={'set' if graph.features is not None else None}, "
                          f"labels={'set' if graph.labels is not None else None})")
     n = graph.num_nodes
+    require_finite(graph)
     adj = _aggregation_matrix(graph.adj, aggregation, dtype)
     if normalize_features:
         x = row_normalize_features(graph.features, dtype)
@@ -212,7 +239,7 @@ class DistGraph:
         if graph is not None and (everyone or comm.rank == 0):
             try:
                 adj_hat, x, nodes = _prepare(graph, aggregation, normalize_features, dtype)
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError, NonFiniteError) as exc:
                 err = exc
         comm.agree(err)
         perm = None

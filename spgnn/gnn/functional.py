@@ -259,5 +259,7 @@ def masked_scores(logits, labels, masks, *, row_comm=None, class_comm=None, col_
     out = {}
     for k, name in enumerate(names):
         tot, cnt, cor = stats[3 * k:3 * k + 3]
-        out[name] = (float(tot / cnt) if cnt else 0.0, float(cor / cnt) if cnt else 0.0, int(cnt))
+        # an empty set has no loss and no accuracy: NaN (null in --json), never 0.0
+        out[name] = (float(tot / cnt) if cnt else float("nan"),
+                     float(cor / cnt) if cnt else float("nan"), int(cnt))
     return out

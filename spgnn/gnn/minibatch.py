@@ -71,7 +71,7 @@ from ..sampling import (GraphSAGESampler, LADIESSampler, LocalGraph, Partitioned
                         sample_partitioned, sample_replicated)
 from .context import BlockContext
 from .data import DistGraph
-from .train import Trainer
+from .train import Trainer, non_finite_error
 
 __all__ = ["FeatureStore", "MinibatchGraph", "MinibatchTrainer", "bulk_positions",
            "step_schedule", "MODES"]
@@ -456,6 +456,11 @@ class MinibatchTrainer(Trainer):
                                               int(bulk.minibatch_ids[t]))
                     # empty steps send zeros: they add nothing to the sums
                     tot = self._allreduce_gradients(extra)
+                    # parameters and all-reduced sums are identical on every
+                    # rank: every rank raises here, no agreement needed
+                    bad = non_finite_error(self.model, float(tot[-3]), epoch)
+                    if bad is not None:
+                        comm.raise_together(bad)
                     self.optimizer.step()
                     loss_sum += float(tot[0])
                     correct += float(tot[1])

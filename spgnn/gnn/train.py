@@ -22,7 +22,32 @@ import time
 
 import numpy as np
 
-__all__ = ["Trainer"]
+from ..errors import NonFiniteError
+
+__all__ = ["Trainer", "non_finite_error"]
+
+
+def non_finite_error(model, loss, epoch):
+    """A :class:`~spgnn.errors.NonFiniteError` when ``loss`` or a gradient is not finite, else None.
+
+    Local.  Checked before every optimizer step, so the parameters stay
+    finite (a checkpoint written before stays valid): a NaN or infinity in the
+    inputs reaches the gradients even where ReLU hides it from the loss
+    (``max(NaN, 0)`` is 0), which would otherwise train on silently at
+    chance accuracy.
+    """
+    if not np.isfinite(loss):
+        return NonFiniteError(f"train: epoch {epoch}: the training loss is {loss}; check the "
+                              f"inputs (features, edge weights) and --lr / --weight-decay")
+    for name, p in model.named_parameters():
+        for what, v in (("gradient", p.grad), ("value", p.value)):
+            # a NaN weight can hide completely: ReLU makes its output 0, and
+            # the loss and every gradient stay finite
+            if v is not None and not np.isfinite(v).all():
+                return NonFiniteError(f"train: epoch {epoch}: the {what} of {name!r} is not "
+                                      f"finite; check the inputs (features, edge weights) and "
+                                      f"--lr / --weight-decay")
+    return None
 
 
 class Trainer:
@@ -98,7 +123,10 @@ class Trainer:
             loss, dlogits, acc = ctx.loss(logits, "train")
             self.optimizer.zero_grad()
             self.model.backward(ctx, dlogits)
-            self.optimizer.step()
+        # one tiny all-reduce, outside the epoch's bytes: sharded gradients
+        # differ per rank, so a rank alone may see the first NaN
+        self.comm.agree(non_finite_error(self.model, loss, self.epoch))
+        self.optimizer.step()
         out = dict(epoch=self.epoch, loss=loss, train_acc=acc,
                    bytes=int(stats.total("bytes_sent")), seconds=time.perf_counter() - t0)
         self.epoch += 1
@@ -201,11 +229,17 @@ class Trainer:
             The state was saved for another placement (algorithm, grid, rank,
             graph size; for minibatch training: ranks, mode, batch size, bulk,
             sampler).
+        NonFiniteError
+            A parameter holds NaN or infinity.
         """
         want = self._placement()
         if state.get("placement") != want:
             raise ValueError(f"{type(self).__name__}.load_state_dict: state saved for "
                              f"{state.get('placement')}, this trainer is {want}")
+        for name, v in state["model"].items():
+            if not np.isfinite(v).all():
+                raise NonFiniteError(f"{type(self).__name__}.load_state_dict: parameter "
+                                     f"{name!r} holds non-finite values")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.epoch = int(state["epoch"])

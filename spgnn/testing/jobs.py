@@ -74,6 +74,29 @@ class Job:
             self.proc.communicate()
         return False
 
+    def wait_for_mpi(self, nranks, timeout=60):
+        """Block until ``nranks`` processes of the job have the MPI library loaded.
+
+        A rank that has loaded ``libmpi`` is past its imports and inside
+        ``Communicator.world()``: a signal then reaches running code, not the
+        interpreter's start-up.  Raises ``TimeoutError`` after ``timeout``.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            loaded = 0
+            for pid in leftover_processes(self.marker):
+                try:
+                    if "libmpi" in Path(f"/proc/{pid}/maps").read_text():
+                        loaded += 1
+                except OSError:
+                    continue
+            if loaded >= nranks:
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the job ended before MPI started: {' '.join(self.cmd)}")
+            time.sleep(0.1)
+        raise TimeoutError(f"MPI not loaded by {nranks} ranks after {timeout} s")
+
     def ctrl_c(self):
         """SIGINT to every process of the job (a terminal's Ctrl-C)."""
         os.killpg(self.proc.pid, signal.SIGINT)

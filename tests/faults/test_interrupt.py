@@ -32,7 +32,8 @@ COMMANDS = {
 @pytest.mark.parametrize("mpi4py", [False, True], ids=["python", "python-m-mpi4py"])
 def test_one_ctrl_c_ends_every_rank(name, mpi4py):
     with Job(COMMANDS[name], 4, mpi4py=mpi4py) as job:
-        time.sleep(4)                   # into the run: imports done, collectives under way
+        job.wait_for_mpi(4)
+        time.sleep(1)                   # into the run: collectives under way
         job.ctrl_c()
         rc, out = job.wait(timeout=15)
         assert rc != 0, out
