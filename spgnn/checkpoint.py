@@ -56,7 +56,7 @@ from spgnn.errors import CheckpointError
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "list_checkpoints",
            "save_checkpoint_collective", "load_checkpoint_collective", "load_training_state",
-           "write_npz_atomic"]
+           "write_npz_atomic", "DirectoryLock"]
 
 logger = logging.getLogger(__name__)
 
@@ -357,7 +357,7 @@ def _load_file(path: Path) -> tuple[dict, int]:
     return state, step
 
 
-def load_checkpoint(directory) -> tuple[dict, int]:
+def load_checkpoint(directory, accept=None) -> tuple[dict, int]:
     """The newest intact checkpoint in ``directory`` as ``(state, step)``.
 
     Parameters
@@ -375,6 +375,13 @@ def load_checkpoint(directory) -> tuple[dict, int]:
     step : int
         The step it was saved with.
 
+    Parameters
+    ----------
+    accept : callable ``state -> None``, optional
+        Further checks of a loaded state (a training command's layout); it
+        raises :class:`~spgnn.errors.CheckpointError` for an unusable one,
+        which is then skipped like a corrupt file.
+
     Raises
     ------
     CheckpointError
@@ -389,7 +396,10 @@ def load_checkpoint(directory) -> tuple[dict, int]:
     """
     directory = Path(directory)
     if directory.is_file():
-        return _load_file(directory)
+        state, step = _load_file(directory)
+        if accept is not None:
+            accept(state)
+        return state, step
     if not directory.is_dir():
         raise CheckpointError(f"load_checkpoint: checkpoint directory {directory} does not exist")
     candidates: list[Path] = []
@@ -407,6 +417,8 @@ def load_checkpoint(directory) -> tuple[dict, int]:
     for path in candidates:
         try:
             state, step = _load_file(path)
+            if accept is not None:
+                accept(state)
         except CheckpointError as e:
             failures.append(str(e))
             logger.warning("skipping checkpoint %s: %s", path, e)
@@ -469,7 +481,7 @@ def save_checkpoint_collective(comm, directory, state, step: int) -> Path | None
     return path
 
 
-def load_checkpoint_collective(comm, directory) -> tuple[dict, int]:
+def load_checkpoint_collective(comm, directory, accept=None) -> tuple[dict, int]:
     """:func:`load_checkpoint` on rank 0, broadcast to every rank.
 
     Only rank 0 reads the file system, so the folder need not be visible to
@@ -490,7 +502,7 @@ def load_checkpoint_collective(comm, directory) -> tuple[dict, int]:
     error = None
     if comm.rank == 0:
         try:
-            payload = ("ok", load_checkpoint(directory))
+            payload = ("ok", load_checkpoint(directory, accept))
         except Exception as e:
             error = e
             payload = ("error", f"{type(e).__name__}: {e}")
@@ -511,9 +523,19 @@ def write_npz_atomic(path, arrays: dict) -> None:
     """
     path = os.fspath(path)
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException as e:
+        # never leave the temporary behind (a full disk kept it before)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError) and path not in str(e):
+            raise OSError(e.errno, f"could not write {path}: {e.strerror or e}") from e
+        raise
 
 
 def load_training_state(comm, directory, fmt: str, config: dict, what: str = "training"):
@@ -525,7 +547,17 @@ def load_training_state(comm, directory, fmt: str, config: dict, what: str = "tr
     saved ``config`` differs from ``config`` in any key (each difference is
     named: resuming under other settings would not continue the same run).
     """
-    state, _ = load_checkpoint_collective(comm, directory)
+    def accept(state):
+        # a state of this format whose records are not what the command wrote
+        # (cut short, edited) is skipped like a corrupt file: the previous
+        # checkpoint is tried
+        if isinstance(state, dict) and state.get("format") == fmt:
+            if not (isinstance(state.get("config"), dict) and isinstance(state.get("epoch"), int)
+                    and isinstance(state.get("trainer"), dict)):
+                raise CheckpointError(f"{directory}: the newest {fmt} state is malformed "
+                                      f"(keys {sorted(state)})")
+
+    state, _ = load_checkpoint_collective(comm, directory, accept)
     if not isinstance(state, dict) or state.get("format") != fmt:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise ValueError(f"train: {directory} holds no {what} checkpoint (it holds {found!r}; "
@@ -537,3 +569,52 @@ def load_training_state(comm, directory, fmt: str, config: dict, what: str = "tr
                          f"configuration: " + ", ".join(f"{k}: saved {a!r}, now {b!r}"
                                                         for k, (a, b) in sorted(diff.items())))
     return state
+
+
+class DirectoryLock:
+    """An exclusive lock on a checkpoint directory for one run, held by one process. Local.
+
+    ``fcntl.flock`` on ``DIR/.lock`` (the file records the holder's pid and
+    host): the operating system releases it when the process ends in any
+    way (``kill -9`` included), so a crashed run never leaves a stale lock.
+    A second run on the same directory gets :class:`CheckpointError` naming
+    the directory and the holder, instead of both runs overwriting each
+    other's checkpoints.  Use as a context manager.
+    """
+
+    def __init__(self, directory):
+        self.directory = Path(directory)
+        self._file = None
+
+    def acquire(self):
+        import fcntl
+        import socket
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        f = open(self.directory / ".lock", "a+")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            f.close()
+            raise CheckpointError(f"checkpoint directory {self.directory} is in use by another "
+                                  f"run ({holder}); give each run its own directory") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        f.flush()
+        self._file = f
+        return self
+
+    def release(self):
+        if self._file is not None:
+            self._file.close()           # closing the file releases the lock
+            self._file = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+        return False

@@ -25,6 +25,7 @@ __all__ = [
     "BackendUnavailable",
     "BackendMismatch",
     "GraphFormatError",
+    "RankMismatch",
     "RemoteError",
     "CheckpointError",
     "NonFiniteError",
@@ -75,6 +76,12 @@ class GraphFormatError(SpgnnError, ValueError):
     The message starts with the file, then the 1-based line number for text
     formats (``edges.txt:17: ...``) or the member / key for binary ones.
     """
+
+
+class RankMismatch(SpgnnError, ValueError):
+    """Ranks passed different values where every rank must pass the same (a global
+    shape, a layout, the matrix of ``from_global(root=None)``): checked before the
+    difference can give different answers per rank or a hang."""
 
 
 class RemoteError(SpgnnError, RuntimeError):

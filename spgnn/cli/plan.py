@@ -76,12 +76,33 @@ def _parse_list(text, what, cast=str):
     return items
 
 
+#: Largest rank count a plan is made for: the planner's work and memory grow with P.
+MAX_PLAN_RANKS = 1 << 20
+
+
+def _check_plan_args(args):
+    """Raise ValueError for options no plan can use (before the graph is read). Local."""
+    if not 1 <= args.itemsize <= 16:
+        raise ValueError(f"plan: --itemsize must lie in [1, 16] bytes, but got {args.itemsize}")
+    if args.feat < 1 or args.replication < 1:
+        raise ValueError(f"plan: --feat and --replication must be >= 1, but got {args.feat} and "
+                         f"{args.replication}")
+    for name in ("alpha", "beta"):
+        v = getattr(args, name)
+        if v is not None and not (np.isfinite(v) and v >= 0):
+            raise ValueError(f"plan: --{name} must be a finite number >= 0, but got {v}")
+    ranks = _parse_list(args.ranks, "ranks", int)
+    if ranks and max(ranks) > MAX_PLAN_RANKS:
+        raise ValueError(f"plan: --ranks must be at most {MAX_PLAN_RANKS}, but got {max(ranks)}")
+
+
 def plan_all(args):
     """Every (ranks, algorithm) plan as dicts, plus the partitions used. Local."""
     from spgnn.io import load_adjacency
     from spgnn.planner import best_grid_3d, plan_spmm
 
 
+    _check_plan_args(args)
     ranks_list = _parse_list(args.ranks, "ranks", int)
     algos = _parse_list(args.algos, "algos")
     bad = [a for a in algos if a not in DISTRIBUTED_ALGORITHMS]

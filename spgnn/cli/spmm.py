@@ -152,9 +152,19 @@ def measure(comm, args):
     return result
 
 
+def check_args(args):
+    """Raise ValueError for options every rank can judge alone. Local."""
+    if args.grid is not None and args.algo != "3d":
+        raise ValueError("spmm: --grid applies to --algo 3d only")
+    if args.feat < 1 or args.repeat < 1 or args.replication < 1:
+        raise ValueError(f"spmm: --feat, --repeat and --replication must be >= 1, but got "
+                         f"{args.feat}, {args.repeat} and {args.replication}")
+
+
 def run(args):
     from spgnn import Communicator
 
+    check_args(args)                   # every rank, before MPI starts
     comm = Communicator.world()
     result = measure(comm, args)
     print_result(comm, result, args.json)

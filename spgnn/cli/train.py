@@ -35,17 +35,20 @@ communication; a graph that cannot be loaded raises on every rank
 """
 
 import dataclasses
+import os
 import time
+import zlib
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import print_result
 
 from ..backends import get_backend
-from ..checkpoint import load_training_state, write_npz_atomic
+from ..checkpoint import DirectoryLock, load_training_state, write_npz_atomic
 from ..comm import Communicator
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
-from ..errors import NonFiniteError
+from ..errors import CheckpointError, NonFiniteError
 from ..gnn import (Adam, Checkpoint, DistGraph, EvaluateEvery, Metrics, MinibatchGraph,
                    MinibatchTrainer, ProgressBar, Trainer)
 from ..gnn.registry import MODELS
@@ -88,7 +91,8 @@ def add_parser(sub):
     p.add_argument("--hidden", type=int, default=None,
                    help="default: " + ", ".join(f"{s.defaults['hidden']} ({n})"
                                                 for n, s in models.items()))
-    p.add_argument("--layers", type=int, default=2, help="graph convolutions (default 2)")
+    p.add_argument("--layers", type=int, default=None,
+                   help="graph convolutions (default 2; --model sage: one per --fanout hop)")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--weight-decay", type=float, default=5e-4,
                    help="L2 on the first layer's weight (Kipf & Welling)")
@@ -179,6 +183,12 @@ def apply_model_defaults(args):
     if spec.training == "minibatch":
         if args.model_selection == "best-val" and not args.eval_every:
             raise ValueError("train: --model-selection best-val needs --eval-every >= 1")
+        hops = len(_parse_fanout(args.fanout))
+        if args.layers is None:
+            args.layers = hops
+        elif args.layers != hops:
+            raise ValueError(f"train: --model {args.model} has one layer per --fanout hop "
+                             f"({hops}), but --layers {args.layers} was given")
 
 
 def check_args(args, p):
@@ -234,7 +244,8 @@ def _config(args, p):
     keys = _CONFIG_KEYS + ((_MINIBATCH_CONFIG_KEYS + spec.options)
                            if spec.training == "minibatch" else ())
     cfg = {k: getattr(args, k) for k in keys}
-    cfg["graph"] = str(args.graph)
+    # ./x and x are one file: compare real paths (a generator spec stays as given)
+    cfg["graph"] = os.path.realpath(args.graph) if os.path.exists(args.graph) else str(args.graph)
     if spec.training == "minibatch":
         cfg["fanout"] = list(_parse_fanout(args.fanout))
     cfg["ranks"] = p
@@ -250,6 +261,13 @@ def load_root(args):
         split = (0.6, 0.2)
     if split is not None:
         graph = graph.random_split(*split, seed=args.split_seed)
+    if graph.train_mask is None or not np.any(graph.train_mask):
+        raise ValueError(f"train: {graph.name} has no training vertices (its split, or --split "
+                         f"{args.split}); nothing would be trained")
+    if getattr(args, "model_selection", None) == "best-val" and args.eval_every and (
+            graph.val_mask is None or not np.any(graph.val_mask)):
+        raise ValueError(f"train: --model-selection best-val needs validation vertices, but "
+                         f"{graph.name}'s split has none (choose --model-selection last)")
     if args.feature_dim:
         # project the row-normalised features, then standardise each column:
         # projected rows hold both signs (row-normalising them again would
@@ -306,8 +324,13 @@ def _build_minibatch(comm, args, graph, spec):
 def _save_weights(comm, path, model):
     """Assemble every parameter (collective) and write them from rank 0."""
     arrays = {name: p.to_global() for name, p in model.named_parameters()}
+    err = None
     if comm.rank == 0:
-        write_npz_atomic(path, arrays)
+        try:
+            write_npz_atomic(path, arrays)
+        except OSError as exc:                   # a full disk: the message names the file
+            err = exc
+    comm.agree(err)
 
 
 # ------------------------------------------------------------------ the run
@@ -351,29 +374,92 @@ def train(comm, args):
     comm.agree(err)
     cfg = _config(args, p)
     t_setup = time.perf_counter()
+    ckpt_dir = args.checkpoint or args.resume
+    lock = _lock(comm, ckpt_dir) if ckpt_dir else None      # before the long set-up
+    try:
+        return _setup_and_run(comm, args, spec, cfg, ckpt_dir, t_setup)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _setup_and_run(comm, args, spec, cfg, ckpt_dir, t_setup):
+    """Load, distribute, build, then :func:`_run`. Collective."""
     graph = load_on_root(comm, lambda: load_root(args))     # a bad path raises on every rank
+    # the data a resume must match, not only the --graph string: another file
+    # with the same shapes, or the same file edited, is another run
+    cfg["data"] = comm.bcast_obj(graph_fingerprint(graph) if graph is not None else None,
+                                 root=0, label="train:meta")
     build = _build_full_graph if spec.training == "full-graph" else _build_minibatch
     trainer, algorithm = build(comm, args, graph, spec)
     name = comm.bcast_obj(graph.name if graph is not None else None, root=0, label="train:meta")
     del graph
-    minibatch = spec.training == "minibatch"
     selection = EvaluateEvery(args.eval_every, args.model_selection) \
-        if minibatch and args.eval_every else None
+        if spec.training == "minibatch" and args.eval_every else None
+    return _run(comm, args, spec, cfg, trainer, algorithm, name, selection, ckpt_dir, t_setup)
+
+
+def graph_fingerprint(graph):
+    """Sizes and CRC-32s of a loaded graph's arrays (what a resume must match). Local."""
+    parts = {"adj": graph.adj}
+    if graph.features is not None:
+        parts["features"] = graph.features
+    for key in ("labels", "train_mask", "val_mask", "test_mask"):
+        if getattr(graph, key) is not None:
+            parts[key] = getattr(graph, key)
+    out = {}
+    for key, a in parts.items():
+        arrays = (a.indptr, a.indices, a.data) if sp.issparse(a) else (np.asarray(a),)
+        out[key] = [list(np.shape(a)), [int(zlib.crc32(np.ascontiguousarray(x).view(np.uint8)
+                                                       .reshape(-1))) for x in arrays]]
+    return out
+
+
+def _lock(comm, directory):
+    """Rank 0 locks the checkpoint directory for this run; an error on every rank if taken.
+
+    Collective (one agreement).
+    """
+    lock, err = None, None
+    if comm.rank == 0:
+        try:
+            lock = DirectoryLock(directory).acquire()
+        except (CheckpointError, OSError) as exc:
+            err = exc
+    comm.agree(err)
+    return lock
+
+
+def _resume(comm, args, spec, cfg, trainer, selection):
+    """Restore the newest usable checkpoint; ``(history, resumed_from)``. Collective."""
+    state = load_training_state(comm, args.resume, spec.checkpoint_format, cfg,
+                                f"--model {spec.name} training")
+    try:
+        trainer.restore_state(state["trainer"])
+        err = None
+    except (ValueError, NonFiniteError) as exc:      # a rank may hold its own part
+        err = exc
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        err = CheckpointError(f"train: the checkpoint in {args.resume} holds a malformed "
+                              f"training state ({type(exc).__name__}: {exc})")
+    comm.agree(err)
+    if trainer.epoch > args.epochs:
+        raise ValueError(f"train: the checkpoint in {args.resume} holds {trainer.epoch} epochs, "
+                         f"more than --epochs {args.epochs}; ask for at least {trainer.epoch} "
+                         f"(or start a new run in another directory)")
+    if selection is not None and state.get("selection"):
+        selection.best = dict(state["selection"]["best"])
+        selection.best_state = state["selection"]["best_state"]
+    return state.get("history", []), trainer.epoch
+
+
+def _run(comm, args, spec, cfg, trainer, algorithm, name, selection, ckpt_dir, t_setup):
+    """Resume, train, evaluate and report (the second half of :func:`train`). Collective."""
+    p = comm.size
+    minibatch = spec.training == "minibatch"
     history, resumed_from = [], None
     if args.resume:
-        state = load_training_state(comm, args.resume, spec.checkpoint_format, cfg,
-                                    f"--model {spec.name} training")
-        try:
-            trainer.restore_state(state["trainer"])
-            err = None
-        except (ValueError, NonFiniteError) as exc:      # a rank may hold its own part
-            err = exc
-        comm.agree(err)
-        history = state.get("history", [])
-        if selection is not None and state.get("selection"):
-            selection.best = dict(state["selection"]["best"])
-            selection.best_state = state["selection"]["best_state"]
-        resumed_from = trainer.epoch
+        history, resumed_from = _resume(comm, args, spec, cfg, trainer, selection)
     metrics = Metrics(history)
 
     def checkpoint_state(tr):
@@ -387,7 +473,6 @@ def train(comm, args):
     hooks = [metrics] + ([selection] if selection is not None else [])
     if not args.no_progress:
         hooks.append(ProgressBar(args.epochs, f"{name} {algorithm} P={p}"))
-    ckpt_dir = args.checkpoint or args.resume
     if ckpt_dir:
         hooks.append(Checkpoint(ckpt_dir, args.every, checkpoint_state))
     setup_seconds = time.perf_counter() - t_setup

@@ -219,6 +219,11 @@ def abort_if_parallel(code: int = 1) -> None:
     from mpi4py import MPI
 
     if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # the launcher drops output still in its pipes when it kills the job:
+        # give it the time to forward the message just printed
+        time.sleep(ABORT_GRACE_SECONDS)
         MPI.COMM_WORLD.Abort(code)
 
 

@@ -4,10 +4,12 @@ Placement arithmetic is pure (works on an AbstractGrid) so that planners can
 evaluate any layout change without running that many ranks.
 """
 
+import zlib
+
 import numpy as np
 
 from ..errors import (BackendMismatch, DimensionMismatch, DTypeError, GridError, GridMismatch,
-                      LayoutMismatch)
+                      LayoutMismatch, RankMismatch)
 from ..grid import ProcessGrid
 from ..layout import Layout
 
@@ -130,3 +132,30 @@ def check_product(op, names, left, right, signature):
     if left.backend.name != right.backend.name:
         raise BackendMismatch(f"{op}: {a} uses backend {left.backend.name!r} but {b} uses "
                               f"{right.backend.name!r}; convert one explicitly")
+
+
+def fingerprint(*arrays):
+    """A cheap identity of arrays: shapes, dtypes and a CRC-32 of their bytes. Local.
+
+    One pass at memory speed (``zlib.crc32``); equal arrays give equal
+    fingerprints on every machine, different ones almost surely differ.
+    """
+    out = []
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        out.append((a.shape, a.dtype.str, zlib.crc32(a.view(np.uint8).reshape(-1))))
+    return tuple(out)
+
+
+def same_on_every_rank(comm, value, what, noun):
+    """Raise :class:`RankMismatch` on every rank unless every rank of ``comm`` passed an equal ``value``.
+
+    Collective: one small all-gather (label ``check:same``).  Every rank sees
+    the same gathered list, so every rank decides alike.
+    """
+    values = comm.allgather_obj(value, label="check:same")
+    bad = [r for r, v in enumerate(values) if v != values[0]]
+    if bad:
+        comm.raise_together(RankMismatch(
+            f"{what}: every rank must pass the same {noun}, but rank {bad[0]} differs from "
+            f"rank 0 ({values[bad[0]]!r} vs {values[0]!r})"))

@@ -9,8 +9,8 @@ import numpy as np
 from ..backends import get_backend
 from ..errors import DimensionMismatch, LayoutMismatch
 from ..layout import Layout
-from ._dist_common import (as_layout, check_grid, check_shape, dense_dtype, primary_owners,
-                           transfer_rects)
+from ._dist_common import (as_layout, check_grid, check_shape, dense_dtype, fingerprint,
+                           primary_owners, same_on_every_rank, transfer_rects)
 from .row_gather import gather_rows
 
 __all__ = ["DistDenseMatrix"]
@@ -60,13 +60,17 @@ class DistDenseMatrix:
 
     # -- construction (collective) -------------------------------------------------
     @classmethod
-    def from_global(cls, x, grid, layout=Layout("row"), *, backend=None, root=None):
+    def from_global(cls, x, grid, layout=Layout("row"), *, backend=None, root=None,
+                    check_same=True):
         """Place a global array.
 
         Collective.  With ``root=None`` every rank passes the same ``x`` and
-        slices its block (no communication).  With ``root=r`` only rank ``r``
-        needs ``x`` (others may pass ``None``); blocks are scattered through
-        one alltoallv.
+        slices its block; ``check_same`` (default) first compares a
+        fingerprint of every rank's ``x`` (one pass, one small all-gather)
+        and raises :class:`~spgnn.errors.RankMismatch` on every rank if one
+        differs; ``check_same=False`` skips it (then nothing is communicated).
+        With ``root=r`` only rank ``r`` needs ``x`` (others may pass
+        ``None``); blocks are scattered through one alltoallv.
         """
         check_grid("DistDenseMatrix.from_global", grid)
         layout = as_layout(layout)
@@ -77,6 +81,9 @@ class DistDenseMatrix:
                 raise DimensionMismatch(f"DistDenseMatrix.from_global: expected a 2-D array, "
                                         f"but got ndim={x.ndim}")
             dense_dtype(x, "DistDenseMatrix.from_global")
+            if check_same and comm.size > 1:
+                same_on_every_rank(comm, fingerprint(x), "DistDenseMatrix.from_global(root=None)",
+                                   "array")
             layout.check(grid, x.shape)
             (r0, r1), (c0, c1) = layout.bounds(grid, x.shape)
             be = get_backend(backend)
@@ -121,6 +128,8 @@ class DistDenseMatrix:
         except (ValueError, TypeError) as exc:
             err, out = exc, None
         grid.world.agree(err)
+        same_on_every_rank(grid.world, (check_shape(shape), as_layout(layout)),
+                           "DistDenseMatrix.from_local", "global shape and layout")
         return out
 
     @classmethod

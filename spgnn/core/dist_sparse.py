@@ -13,7 +13,8 @@ from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure, Layo
 from ..layout import Layout
 from ..local.csr import VALUE_DTYPES, LocalCSR
 from . import dispatch
-from ._dist_common import as_layout, check_grid, check_shape, primary_owners, transfer_rects
+from ._dist_common import (as_layout, check_grid, check_shape, fingerprint, primary_owners,
+                           same_on_every_rank, transfer_rects)
 
 __all__ = ["DistSparseMatrix"]
 
@@ -101,17 +102,27 @@ class DistSparseMatrix:
         return cls(local, shape, grid, layout, nnz=nnz, backend=backend)
 
     @classmethod
-    def from_global(cls, a, grid, layout=Layout("row"), *, backend=None, root=None):
+    def from_global(cls, a, grid, layout=Layout("row"), *, backend=None, root=None,
+                    check_same=True):
         """Place a global scipy sparse matrix (or a dense array).
 
         Collective.  With ``root=None`` every rank passes the same ``a`` and
-        slices its block.  With ``root=r`` only rank ``r`` needs ``a``; its
-        nonzeros are scattered with one alltoallv of coordinates and values.
+        slices its block; ``check_same`` (default) first compares a
+        fingerprint of every rank's ``a`` (shape, dtype, CRC-32 of its arrays:
+        one pass over them and one small all-gather) and raises
+        :class:`~spgnn.errors.RankMismatch` on every rank if one differs,
+        rather than give each rank another matrix; ``check_same=False``
+        skips it when the caller knows the inputs are equal.  With
+        ``root=r`` only rank ``r`` needs ``a``; its nonzeros are scattered
+        with one alltoallv of coordinates and values.
         """
         be = get_backend(backend)
         comm = grid.world if hasattr(grid, "world") else None
         if root is None:
             a = cls._as_scipy(a)
+            if check_same and comm is not None and comm.size > 1:
+                same_on_every_rank(comm, fingerprint(a.indptr, a.indices, a.data) + (a.shape,),
+                                   "DistSparseMatrix.from_global(root=None)", "matrix")
             layout = cls._check_layout("DistSparseMatrix.from_global", grid, layout, a.shape)
             (r0, r1), (c0, c1) = layout.bounds(grid, a.shape)
             return cls._finish(_block_csr(a, r0, r1, c0, c1, be), a.shape, grid, layout, be)
@@ -175,6 +186,8 @@ class DistSparseMatrix:
         except (ValueError, TypeError) as exc:
             err = exc
         grid.world.agree(err)
+        same_on_every_rank(grid.world, (shape, layout), "DistSparseMatrix.from_local",
+                           "global shape and layout")
         return cls._finish(local, shape, grid, layout, get_backend(backend))
 
     # -- collective operations -----------------------------------------------------------

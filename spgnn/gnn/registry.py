@@ -74,7 +74,7 @@ MINIBATCH_OPTIONS = ("ladies_size", "input_dropout", "eval_every", "model_select
 MODELS = {
     "gcn": ModelSpec(
         "gcn", "full-graph GCN (Kipf & Welling)", _gcn, "full-graph",
-        defaults={"epochs": 200, "hidden": 16, "dropout": 0.5},
+        defaults={"epochs": 200, "hidden": 16, "dropout": 0.5, "layers": 2},
         checkpoint_format="spgnn-train-gcn/2"),
     # input dropout, dropout 0.6 and model selection on the validation set
     # were chosen on Cora's validation accuracy (docs/sage_training.md)

@@ -44,14 +44,28 @@ def leftover_processes(marker):
     return found
 
 
+def _limit_file_size(nbytes):
+    """In the child: files may not grow past ``nbytes`` (a full disk, portably).
+
+    Writing past the limit then fails with ``EFBIG`` instead of killing the
+    process (SIGXFSZ ignored), as a full disk fails with ``ENOSPC``.
+    """
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(nbytes), int(nbytes)))
+
+
 class Job:
     """``mpiexec -n nprocs python <args>`` in its own session, output captured.
 
     Use as a context manager: on exit the whole session is killed (SIGKILL)
     if it is still running, so a failing test never leaves processes behind.
+    ``file_size_limit`` (bytes) makes every write past it fail as a full disk
+    would; ``cwd`` is the job's working directory.
     """
 
-    def __init__(self, args, nprocs, *, env=None, mpi4py=False):
+    def __init__(self, args, nprocs, *, env=None, mpi4py=False, file_size_limit=None, cwd=None):
         mpiexec = find_mpiexec()
         if mpiexec is None:
             raise FileNotFoundError("no mpiexec beside the interpreter")
@@ -61,7 +75,9 @@ class Job:
         self.cmd = [mpiexec, "-n", str(nprocs), sys.executable, *runner, *args]
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, text=True, env=full_env,
-                                     start_new_session=True)
+                                     start_new_session=True, cwd=cwd,
+                                     preexec_fn=None if file_size_limit is None else
+                                     lambda: _limit_file_size(file_size_limit))
         self.output = None
         self.seconds = None
 
