@@ -25,6 +25,9 @@ __all__ = [
     "BackendUnavailable",
     "BackendMismatch",
     "GraphFormatError",
+    "DownloadError",
+    "ChecksumError",
+    "MissingDependency",
     "RemoteError",
     "CheckpointError",
     "LoopbackAborted",
@@ -74,6 +77,23 @@ class GraphFormatError(SpgnnError, ValueError):
     The message starts with the file, then the 1-based line number for text
     formats (``edges.txt:17: ...``) or the member / key for binary ones.
     """
+
+
+class DownloadError(SpgnnError, OSError):
+    """A dataset file is not in the cache and could not be downloaded (offline, refused,
+    unreachable).  The message names every missing file, its URL and where to place it."""
+
+
+class ChecksumError(DownloadError):
+    """A downloaded or cached file does not have the registry's size or checksum.
+
+    The message names the file, the expected and the measured values and the URL.
+    """
+
+
+class MissingDependency(SpgnnError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it
+    (``pip install "spgnn[torch]"``)."""
 
 
 class RemoteError(SpgnnError, RuntimeError):
