@@ -122,7 +122,7 @@ def to_torch_sparse(adj, *, layout="csr", copy=None):
                                        values, size=adj.shape, check_invariants=False)
     rows = np.repeat(np.arange(adj.shape[0], dtype=np.int64), np.diff(indptr))
     index = torch.from_numpy(np.vstack([rows, indices.astype(np.int64, copy=False)]))
-    return torch.sparse_coo_tensor(index, values, size=adj.shape,
+    return torch.sparse_coo_tensor(index, values, size=adj.shape, check_invariants=False,
                                    is_coalesced=bool(adj.has_canonical_format))
 
 
