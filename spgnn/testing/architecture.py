@@ -45,8 +45,8 @@ PARTS = (
     ("sampling", ("spgnn.sampling.*",), "GraphSAGE / LADIES sampling"),
     ("checkpoint", ("spgnn.checkpoint",), "atomic training checkpoints"),
     ("gnn", ("spgnn.gnn.*",), "layers, models, training"),
-    ("face", ("spgnn", "spgnn.__main__", "spgnn.cli.*", "spgnn.bench", "spgnn.datasets"),
-     "public API, commands, timing"),
+    ("face", ("spgnn", "spgnn.__main__", "spgnn.cli.*", "spgnn.bench", "spgnn.datasets",
+              "spgnn.benchmarks.*"), "public API, commands, timing, benchmarks"),
     ("testing", ("spgnn.testing.*",), "test-only helpers"),
 )
 
