@@ -510,7 +510,7 @@ def bench_locality(name, A, f, be, triad, repeat, seed=0):
     model_bytes = A.nnz * (4 * f + 8) + m * f * 4
     out = {"graph": name, "f": f, "reorder_time_s": order_s, "triad_gbs": triad_gbs,
            "orders": {}}
-    for k, (med, _) in res.items():
+    for k, (med, *_) in res.items():
         out["orders"][k] = {"time_s": med, "model_gbs": model_bytes / med / 1e9,
                             "fraction_of_bound": model_bytes / med / 1e9 / triad_gbs,
                             "speedup_vs_original": res["original"][0] / med}
