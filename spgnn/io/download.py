@@ -44,14 +44,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import http.client
 import os
 import socket
 import sys
 import time
-import urllib.error
-import urllib.request
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -240,6 +236,10 @@ def _transfer(url, part, *, timeout, progress, label):
     Raises ``_Truncated`` or a network error when the transfer stops early;
     whatever arrived stays in ``part``.
     """
+    import http.client
+    import urllib.error
+    import urllib.request
+
     offset = part.stat().st_size if part.exists() else 0
     headers = {"User-Agent": USER_AGENT}
     if offset:
@@ -293,12 +293,20 @@ def _progress_bar(progress, label, total, initial):
                 desc=label, file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
-_NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionError,
-                   socket.timeout, TimeoutError, _Truncated)
+def _network_errors():
+    # urllib and http.client load ssl and email (~0.1 s): only when downloading
+    import http.client
+    import urllib.error
+
+    return (urllib.error.URLError, http.client.HTTPException, ConnectionError, socket.timeout,
+            TimeoutError, _Truncated)
 
 
 def _download(remote, folder, url, *, retries, timeout, progress):
     """Download ``remote`` into ``folder`` (verified, renamed into place)."""
+    import urllib.error
+
+    network_errors = _network_errors()
     final = folder / remote.name
     part = folder / (remote.name + ".part")
     if part.exists() and remote.size is not None and part.stat().st_size > remote.size:
@@ -311,7 +319,7 @@ def _download(remote, folder, url, *, retries, timeout, progress):
                                 label=remote.name)
         except urllib.error.HTTPError as exc:
             raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from None
-        except _NETWORK_ERRORS as exc:
+        except network_errors as exc:
             attempt += 1
             if attempt > retries:
                 got = part.stat().st_size if part.exists() else 0
@@ -340,6 +348,8 @@ def _download(remote, folder, url, *, retries, timeout, progress):
 
 def _extract(archive, folder, inner):
     """Extract the zip ``archive`` into ``folder``; it must hold the folder ``inner``."""
+    import zipfile
+
     tmp = folder / f".extract-{os.getpid()}"
     with zipfile.ZipFile(archive) as z:
         for member in z.namelist():
