@@ -26,10 +26,16 @@ setup(
         # pip-installed MPI runtime (mpiexec next to the interpreter); leave it
         # out on clusters that provide their own MPI.
         "mpich": ["mpich"],
-        # pymetis: the tests exercise METIS partitioning on every run
-        "test": ["pytest>=7", "hypothesis>=6.80", "pytest-timeout", "pymetis", "matplotlib"],
+        # pymetis: the tests exercise METIS partitioning on every run; torch, PyG and
+        # networkx: the spgnn.interop tests (zero-copy DLPack proofs) run in CI too
+        "test": ["pytest>=7", "hypothesis>=6.80", "pytest-timeout", "pymetis", "matplotlib",
+                 "torch==2.13.0", "torch_geometric", "networkx"],
         "partition": ["pymetis"],
         "gpu": ["cupy-cuda13x>=13"],
+        # spgnn.interop's optional libraries; pin torch (unpinned pulls CUDA wheels)
+        "torch": ["torch==2.13.0"],
+        "pyg": ["torch==2.13.0", "torch_geometric"],
+        "networkx": ["networkx"],
         # benchmarks/bench_kernels.py competitors; pin torch (unpinned pulls CUDA wheels)
         "bench": ["python-graphblas[suitesparse]", "torch==2.13.0"],
     },

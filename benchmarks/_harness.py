@@ -1,8 +1,10 @@
-"""Shared benchmark helpers: the timing rule lives in :mod:`spgnn.bench`."""
+"""Shared helpers of the scripts in benchmarks/: the timing rule lives in :mod:`spgnn.bench`,
+``write_record`` in :mod:`spgnn.benchmarks.common` (kept here for the scripts that import it)."""
 
 import json
 
 from spgnn.bench import machine, time_collective
+from spgnn.benchmarks.common import write_record
 
 __all__ = ["time_collective", "machine", "emit", "write_record"]
 
@@ -15,15 +17,3 @@ def emit(comm, record, as_json):
         print(json.dumps(record), flush=True)
     else:
         print("  ".join(f"{k}={v}" for k, v in record.items()), flush=True)
-
-
-def write_record(record, out, as_json, print_table):
-    """A single-process benchmark's end: the record to ``out`` (if given) as JSON, then
-    the record as one JSON line (``as_json``) or ``print_table()``."""
-    if out:
-        with open(out, "w") as f:
-            json.dump(record, f)
-    if as_json:
-        print(json.dumps(record))
-    else:
-        print_table()

@@ -1,8 +1,10 @@
 """spgnn: distributed sparse linear algebra for graph neural networks.
 
-Importing spgnn initialises neither MPI nor Numba: MPI starts when the first
-communicator is made (``Communicator.world()``, ``make_grid``), Numba
-kernels compile (or load from the on-disk cache) on first use.
+Importing spgnn initialises neither MPI nor Numba, and imports none of the
+optional libraries (torch, torch_geometric, networkx): MPI starts when the
+first communicator is made (``Communicator.world()``, ``make_grid``), Numba
+kernels compile (or load from the on-disk cache) on first use, and
+:mod:`spgnn.interop` imports the library a conversion needs when it runs.
 """
 
 __version__ = "0.1.0"
@@ -26,6 +28,7 @@ from .core.spmm_3d import layouts_3d
 from .core.dense_ops import matmul
 from .core import local_ops
 from .io import Graph, load_graph, rmat, sbm
+from . import datasets, interop  # noqa: E402  (torch, PyG and networkx load on first use)
 from .planner import plan_spmm
 
 __all__ = [
@@ -48,4 +51,6 @@ __all__ = [
     "layouts_15d", "layouts_3d", "roles_for_layer", "rotate", "plan_spmm",
     # graphs
     "Graph", "GraphFormatError", "load_graph", "rmat", "sbm",
+    # named datasets, and other libraries' graphs and tensors
+    "datasets", "interop",
 ]

@@ -15,8 +15,9 @@ import numpy as np
 __all__ = ["time_collective", "machine"]
 
 
-def time_collective(comm, fn, *, repeat=5, warmup=1):
-    """``(median, min)`` over ``repeat`` runs of the slowest rank's time for ``fn()``. Collective."""
+def time_collective(comm, fn, *, repeat=5, warmup=1, with_max=False):
+    """``(median, min)`` over ``repeat`` runs of the slowest rank's time for ``fn()``
+    (``(median, min, max)`` with ``with_max``). Collective."""
     for _ in range(warmup):
         fn()
     times = []
@@ -26,6 +27,8 @@ def time_collective(comm, fn, *, repeat=5, warmup=1):
         fn()
         dt = time.perf_counter() - t0
         times.append(float(comm.allreduce(np.array([dt]), op="max", label="bench:time")[0]))
+    if with_max:
+        return statistics.median(times), min(times), max(times)
     return statistics.median(times), min(times)
 
 

@@ -26,6 +26,9 @@ __all__ = [
     "BackendMismatch",
     "GraphFormatError",
     "RankMismatch",
+    "DownloadError",
+    "ChecksumError",
+    "MissingDependency",
     "RemoteError",
     "CheckpointError",
     "NonFiniteError",
@@ -82,6 +85,23 @@ class RankMismatch(SpgnnError, ValueError):
     """Ranks passed different values where every rank must pass the same (a global
     shape, a layout, the matrix of ``from_global(root=None)``): checked before the
     difference can give different answers per rank or a hang."""
+
+
+class DownloadError(SpgnnError, OSError):
+    """A dataset file is not in the cache and could not be downloaded (offline, refused,
+    unreachable).  The message names every missing file, its URL and where to place it."""
+
+
+class ChecksumError(DownloadError):
+    """A downloaded or cached file does not have the registry's size or checksum.
+
+    The message names the file, the expected and the measured values and the URL.
+    """
+
+
+class MissingDependency(SpgnnError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it
+    (``pip install "spgnn[torch]"``)."""
 
 
 class RemoteError(SpgnnError, RuntimeError):

@@ -21,7 +21,8 @@ from . import json_safe
 
 def add_parser(sub):
     p = sub.add_parser("plan", help="plan SpMM communication for many rank counts without running them")
-    p.add_argument("--graph", required=True, help="graph file or generator spec (rmat:16:16)")
+    p.add_argument("--graph", required=True, help="dataset name (cora), graph file or generator "
+                                                  "spec (rmat:16:16)")
     p.add_argument("--ranks", default="8,64,256,1024", help="comma-separated rank counts")
     p.add_argument("--feat", type=int, default=128, help="columns of X (default 128)")
     p.add_argument("--algos", default=",".join(DISTRIBUTED_ALGORITHMS),

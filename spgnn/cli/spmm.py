@@ -21,7 +21,8 @@ from . import print_result
 
 def add_parser(sub):
     p = sub.add_parser("spmm", help="run one distributed SpMM and report time and bytes")
-    p.add_argument("--graph", required=True, help="graph file or generator spec (rmat:16:16)")
+    p.add_argument("--graph", required=True, help="dataset name (cora), graph file or generator "
+                                                  "spec (rmat:16:16)")
     p.add_argument("--feat", type=int, default=64, help="columns of X (default 64)")
     p.add_argument("--algo", default="1d-aware", choices=DISTRIBUTED_ALGORITHMS)
     p.add_argument("--partition", default="none", choices=tuple(PARTITIONERS),
@@ -121,8 +122,8 @@ def measure(comm, args):
     A, X = _distribute(comm, args, a, x, meta, grid3d)
     with comm.track("setup") as setup:
         y = spmm(A, X, algorithm=args.algo)
-    seconds, fastest = time_collective(comm, lambda: spmm(A, X, algorithm=args.algo),
-                                       repeat=args.repeat, warmup=0)
+    seconds, fastest, slowest = time_collective(comm, lambda: spmm(A, X, algorithm=args.algo),
+                                                repeat=args.repeat, warmup=0, with_max=True)
     with comm.track("spmm") as once:
         spmm(A, X, algorithm=args.algo)
     sent_total, sent_max = _sum_max(comm, once.total("bytes_sent"))
@@ -132,7 +133,8 @@ def measure(comm, args):
               "nnz": meta["nnz"], "feat": args.feat, "partition": args.partition_file or args.partition,
               "backend": A.backend.name, "bytes_total": sent_total, "bytes_max_rank": sent_max,
               "messages_total": msgs_total, "messages_max_rank": msgs_max,
-              "setup_bytes_total": setup_total, "seconds": seconds, "seconds_min": fastest}
+              "setup_bytes_total": setup_total, "seconds": seconds, "seconds_min": fastest,
+              "seconds_max": slowest}
     if args.algo in ("15d", "15d-aware"):
         result["replication"] = args.replication
     if grid3d:

@@ -5,8 +5,11 @@ A thin driver over :mod:`spgnn.gnn`: ``--model`` names an entry of
 GraphSAGE on sampled minibatches, docs/sage_training.md), and every model
 runs through the same steps:
 
-1. rank 0 loads the graph (any format :func:`spgnn.io.load_graph` reads, or a
-   generator spec such as ``sbm:300:3:0``), adds a random split when the
+1. rank 0 loads the graph (a dataset name such as ``cora``, downloaded into
+   the cache on first use, any file :func:`spgnn.io.load_graph` reads, or a
+   generator spec such as ``sbm:300:3:0``), gives it synthetic features or
+   labels when asked (``--features random:F|degree|onehot``, ``--labels
+   random:C``: :mod:`spgnn.io.synthetic`), adds a random split when the
    graph has none (``--split``) and optionally projects wide features
    (``--feature-dim``);
 2. the graph is distributed for the model's training (a
@@ -55,6 +58,8 @@ from ..gnn.registry import MODELS
 from ..grid import parse_grid
 from ..io import load_graph, load_on_root
 from ..io.preprocess import random_projection, row_normalize_features
+from ..io.synthetic import (FEATURE_SPECS, LABEL_SPECS, check_feature_spec, check_label_spec,
+                            with_synthetic)
 from ..partition import PARTITIONERS
 from ..sampling import GraphSAGESampler, LADIESSampler
 
@@ -64,7 +69,7 @@ DTYPES = ("float32", "float64")
 #: (plus the model's own options and the rank count).
 _CONFIG_KEYS = ("graph", "name", "model", "algo", "partition", "hidden", "layers", "lr",
                 "weight_decay", "dropout", "bias", "replication", "grid", "dtype", "seed",
-                "split", "split_seed", "feature_dim")
+                "split", "split_seed", "feature_dim", "features", "labels")
 _MINIBATCH_CONFIG_KEYS = ("sampler", "batch_size", "fanout", "bulk", "partition_mode",
                           "frontier")
 
@@ -73,8 +78,9 @@ def add_parser(sub):
     models = MODELS
     p = sub.add_parser("train", help="train a GNN on a graph and report accuracy, time and "
                                      "bytes per epoch")
-    p.add_argument("--graph", required=True, help="graph file or folder, or generator spec "
-                                                  "(sbm:300:3:0)")
+    p.add_argument("--graph", required=True, help="dataset name (cora; python -m spgnn "
+                                                  "datasets), graph file or folder, or "
+                                                  "generator spec (sbm:300:3:0)")
     p.add_argument("--name", default=None, help="dataset in a folder holding several (cora)")
     p.add_argument("--model", default="gcn", choices=tuple(models),
                    help="; ".join(f"{n}: {s.help}" for n, s in models.items()))
@@ -108,6 +114,7 @@ def add_parser(sub):
     p.add_argument("--feature-dim", type=int, default=None, metavar="D",
                    help="project the row-normalised features to D columns (Gaussian random "
                         "projection, then each column standardised)")
+    add_synthetic_arguments(p)
     p.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="write a checkpoint into DIR every --every epochs")
     p.add_argument("--every", type=int, default=10, metavar="K")
@@ -144,6 +151,24 @@ def add_parser(sub):
 
 
 # ------------------------------------------------------------------ checks
+def add_synthetic_arguments(p):
+    """``--features`` and ``--labels`` (spgnn.io.synthetic), shared with ``bench``."""
+    p.add_argument("--features", default=None, metavar="SPEC",
+                   help="replace (or provide) the node features: " + " | ".join(FEATURE_SPECS)
+                        + " (seeded; docs/data.md)")
+    p.add_argument("--labels", default=None, metavar="SPEC",
+                   help="replace (or provide) the labels: " + " | ".join(LABEL_SPECS)
+                        + " (seeded; chance accuracy)")
+
+
+def check_synthetic(args):
+    """Raise ValueError for a malformed ``--features`` / ``--labels`` spec. Local."""
+    if args.features is not None:
+        check_feature_spec(args.features, "--features")
+    if args.labels is not None:
+        check_label_spec(args.labels, "--labels")
+
+
 def _parse_split(text):
     if text is None:
         return None
@@ -215,6 +240,7 @@ def check_args(args, p):
     if args.backend is not None:
         get_backend(args.backend)          # unknown or unavailable: raises the same everywhere
     _parse_split(args.split)
+    check_synthetic(args)
     if spec.training == "full-graph":
         if args.algo in ("15d", "15d-aware") and (args.replication < 1 or p % args.replication):
             raise ValueError(f"train: --replication must divide the {p} ranks, but got "
@@ -255,7 +281,7 @@ def _config(args, p):
 # ------------------------------------------------------------------ loading
 def load_root(args):
     """Rank 0: the graph with a split, its features projected when asked. Local."""
-    graph = load_graph(args.graph, name=args.name)
+    graph = with_synthetic(load_graph(args.graph, name=args.name), args.features, args.labels)
     split = _parse_split(args.split)
     if split is None and graph.train_mask is None:
         split = (0.6, 0.2)

@@ -48,6 +48,7 @@ from ..grid import ProcessGrid, default_grid_3d, grid_1d, grid_15d, make_grid, r
 from ..layout import Layout, block_offsets
 from ..io.preprocess import (mean_adjacency, neighbour_pattern, normalized_adjacency,
                              row_normalize_features)
+from ..io.synthetic import SYNTHETIC_HINT
 from ..partition import PARTITIONERS, partition_graph
 from .context import GraphContext
 from .sparse import SPARSE_DENSITY, SparseBackedMatrix
@@ -108,7 +109,8 @@ def _prepare(graph, aggregation, normalize_features, dtype):
     if graph.features is None or graph.labels is None:
         raise ValueError(f"DistGraph.from_graph: graph {graph.name!r} needs features and labels "
                          f"(features={'set' if graph.features is not None else None}, "
-                         f"labels={'set' if graph.labels is not None else None})")
+                         f"labels={'set' if graph.labels is not None else None}); "
+                         f"{SYNTHETIC_HINT}")
     n = graph.num_nodes
     require_finite(graph)
     adj = _aggregation_matrix(graph.adj, aggregation, dtype)

@@ -66,6 +66,7 @@ from ..comm import Communicator
 from ..core.dist_dense import DistDenseMatrix
 from ..grid import grid_1d, grid_15d
 from ..io.preprocess import neighbour_pattern
+from ..io.synthetic import SYNTHETIC_HINT
 from ..layout import Layout, block_bounds
 from ..sampling import (GraphSAGESampler, LADIESSampler, LocalGraph, PartitionedGraph,
                         sample_partitioned, sample_replicated)
@@ -262,7 +263,8 @@ class MinibatchGraph:
         if have:
             try:
                 if graph is None or graph.features is None or graph.labels is None:
-                    raise ValueError("MinibatchGraph: the graph needs features and labels")
+                    raise ValueError(f"MinibatchGraph: the graph needs features and labels; "
+                                     f"{SYNTHETIC_HINT}")
                 if graph.train_mask is None or graph.test_mask is None:
                     raise ValueError("MinibatchGraph: the graph needs a split (train/test masks; "
                                      "Graph.random_split)")

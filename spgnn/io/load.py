@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 from ..errors import GraphFormatError
 from ._text import _GZIP_MAGIC, _label
+from .datasets import DATASETS, load_dataset
 from .generators import parse_generator_spec
 from .graph import Graph
 from .jlg import load_jlg
@@ -23,6 +24,8 @@ from .snap import load_snap_edgelist
 __all__ = ["SUPPORTED_FORMATS", "load_graph", "load_on_root", "load_adjacency"]
 
 SUPPORTED_FORMATS = (
+    "dataset name from spgnn.io.datasets.DATASETS (cora, ogbn-arxiv, ...; downloaded into the "
+    "cache on first use)",
     "generator spec 'rmat:SCALE[:EDGE_FACTOR[:SEED]]' or 'sbm:N[:CLASSES[:SEED]]'",
     "edge list: .txt .edges .el .tsv .csv (optionally .gz)",
     "JuliaGraphs LG: .jlg .lg (optionally .gz)",
@@ -77,6 +80,10 @@ def load_graph(spec, *, name=None) -> Graph:
     Parameters
     ----------
     spec : str or os.PathLike
+        * a dataset name of :data:`spgnn.io.datasets.DATASETS` (``cora``,
+          ``ego-twitter``, ``ogbn-arxiv``, ...) that is not also an existing
+          path: its files are made present and verified in the cache
+          (downloaded on first use; :func:`spgnn.io.datasets.load_dataset`);
         * ``rmat:SCALE[:EDGE_FACTOR[:SEED]]`` — R-MAT topology (Graph500
           parameters, edge factor 16, seed 0 by default);
         * ``sbm:N[:CLASSES[:SEED]]`` — stochastic block model with 32
@@ -88,7 +95,8 @@ def load_graph(spec, *, name=None) -> Graph:
         * a folder: Planetoid (``ind.<name>.*``; ``name`` picks the dataset when
           there are several) or MUSAE (``<name>_edges.csv``).
     name : str, optional
-        Dataset to pick in a folder holding several; otherwise ``Graph.name``.
+        Dataset to pick in a folder holding several; otherwise ``Graph.name``
+        (ignored for a dataset name).
 
     Raises
     ------
@@ -96,7 +104,10 @@ def load_graph(spec, *, name=None) -> Graph:
         Unknown format (the message lists the supported ones), or any error of
         the chosen loader.
     FileNotFoundError
-        ``spec`` is neither a generator spec nor an existing path.
+        ``spec`` is neither a generator spec, an existing path nor a dataset name.
+    DownloadError, ChecksumError
+        A dataset's files are missing and cannot be downloaded, or fail their
+        checksum (:mod:`spgnn.io.download`).
     """
     if isinstance(spec, str) and spec.split(":", 1)[0] in _GENERATORS and ":" in spec:
         return _generator_graph(spec, name)
@@ -113,8 +124,11 @@ def load_graph(spec, *, name=None) -> Graph:
             return load_musae(path, name=name)
         raise _unknown(label, "folder holds no Planetoid or MUSAE files")
     if not path.exists():
+        if isinstance(spec, str) and spec in DATASETS:
+            return load_dataset(spec)
         raise FileNotFoundError(f"load_graph: {label} is neither a generator spec "
-                                f"({' or '.join(_GENERATORS)}) nor an existing file or folder")
+                                f"({' or '.join(_GENERATORS)}), an existing file or folder, nor "
+                                f"a dataset name (python -m spgnn datasets lists them)")
     lower = path.name.lower()
     inner = lower[:-3] if lower.endswith(".gz") else lower
     if inner.endswith(".npz"):

@@ -39,13 +39,14 @@ PARTS = (
     ("grid", ("spgnn.grid",), "ProcessGrid, grid shapes"),
     ("core", ("spgnn.core.*",), "distributed matrices, SpMM, matmul"),
     ("plan", ("spgnn.planner",), "communication plans, cost models"),
-    ("io", ("spgnn.io.*",), "Graph, loaders, generators, preprocessing"),
+    ("io", ("spgnn.io.*",), "Graph, loaders, datasets, generators, preprocessing"),
+    ("interop", ("spgnn.interop.*",), "PyG, torch, networkx, scipy converters"),
     ("partition", ("spgnn.partition.*",), "partitioners"),
     ("sampling", ("spgnn.sampling.*",), "GraphSAGE / LADIES sampling"),
     ("checkpoint", ("spgnn.checkpoint",), "atomic training checkpoints"),
     ("gnn", ("spgnn.gnn.*",), "layers, models, training"),
-    ("face", ("spgnn", "spgnn.__main__", "spgnn.cli.*", "spgnn.bench"),
-     "public API, commands, timing"),
+    ("face", ("spgnn", "spgnn.__main__", "spgnn.cli.*", "spgnn.bench", "spgnn.datasets",
+              "spgnn.benchmarks.*"), "public API, commands, timing, benchmarks"),
     ("testing", ("spgnn.testing.*",), "test-only helpers"),
 )
 
@@ -53,7 +54,7 @@ PARTS = (
 EVERY_PART_MAY_IMPORT = ("base",)
 
 _LIBRARY = ("base", "kernels", "layout", "local", "backends", "comm", "grid", "core", "plan",
-            "io", "partition", "sampling", "checkpoint", "gnn")
+            "io", "interop", "partition", "sampling", "checkpoint", "gnn")
 
 #: Which parts a part may import, besides itself and :data:`EVERY_PART_MAY_IMPORT`.
 ALLOWED = {
@@ -67,6 +68,7 @@ ALLOWED = {
     "core": ("grid", "layout", "local", "backends"),
     "plan": ("grid", "layout", "comm"),
     "io": ("local",),
+    "interop": ("io",),
     "partition": ("io", "layout", "kernels"),
     "sampling": ("core", "backends", "grid", "layout", "local"),
     "checkpoint": (),

@@ -1,0 +1,105 @@
+"""Features and labels for graphs that have none, so that any edge list can be trained.
+
+Feature specs (``--features``):
+
+* ``random:F[:SEED]`` -- F columns drawn uniformly from [0, 1) (float32),
+  ``numpy.random.default_rng([SEED, 1])``; non-negative, so the usual
+  row normalisation divides by sums near F/2, never near 0;
+* ``degree`` -- one-hot of the log-binned degree, column ``floor(log2(1 + d))``
+  where ``d`` counts the neighbours of the undirected graph without
+  self-loops (a power-law graph with maximum degree 10^6 gets 20 columns);
+  sparse CSR;
+* ``onehot`` -- the identity: vertex ``i`` has feature ``i`` (n columns,
+  sparse CSR; the model learns one embedding per vertex).
+
+Label specs (``--labels``):
+
+* ``random:C[:SEED]`` -- classes drawn uniformly from 0..C-1,
+  ``numpy.random.default_rng([SEED, 2])``.  Accuracy on them is chance
+  (1/C); they exist to run and time training on graphs without labels.
+
+Every spec is a deterministic function of the graph and its seed (default
+0), so every rank, and every run, builds the same arrays.  Local, pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import scipy.sparse as sp
+
+from .graph import Graph
+from .preprocess import neighbour_pattern
+
+__all__ = ["FEATURE_SPECS", "LABEL_SPECS", "synthetic_features", "synthetic_labels",
+           "with_synthetic", "check_feature_spec", "check_label_spec"]
+
+FEATURE_SPECS = ("random:F[:SEED]", "degree", "onehot")
+LABEL_SPECS = ("random:C[:SEED]",)
+
+#: What the errors of graphs without features or labels suggest.
+SYNTHETIC_HINT = ("give it synthetic ones: the commands' --features random:F | degree | onehot "
+                  "and --labels random:C, or spgnn.io.with_synthetic(graph, features=..., "
+                  "labels=...)")
+
+
+def _random_spec(spec, what, usage):
+    parts = spec.split(":")
+    try:
+        nums = [int(p) for p in parts[1:]]
+    except ValueError:
+        nums = []
+    if parts[0] != "random" or not 1 <= len(nums) <= 2 or nums[0] < 1:
+        raise ValueError(f"{what}: expected {usage}, but got {spec!r}")
+    return nums[0], (nums[1] if len(nums) == 2 else 0)
+
+
+def check_feature_spec(spec, what="features"):
+    """Raise ValueError unless ``spec`` is a feature spec (no graph needed)."""
+    if spec in ("degree", "onehot"):
+        return
+    if not isinstance(spec, str) or not spec.startswith("random:"):
+        raise ValueError(f"{what}: expected {' | '.join(FEATURE_SPECS)}, but got {spec!r}")
+    _random_spec(spec, what, FEATURE_SPECS[0])
+
+
+def check_label_spec(spec, what="labels"):
+    """Raise ValueError unless ``spec`` is a label spec."""
+    if not isinstance(spec, str):
+        raise ValueError(f"{what}: expected {LABEL_SPECS[0]}, but got {spec!r}")
+    _random_spec(spec, what, LABEL_SPECS[0])
+
+
+def synthetic_features(adj, spec):
+    """The feature matrix of ``spec`` (see the module) for the graph of ``adj``."""
+    n = adj.shape[0]
+    check_feature_spec(spec)
+    if spec == "onehot":
+        return sp.identity(n, dtype=np.float32, format="csr")
+    if spec == "degree":
+        deg = np.diff(neighbour_pattern(adj).indptr)
+        col = np.floor(np.log2(1.0 + deg)).astype(np.int64)
+        width = int(col.max()) + 1 if n else 1
+        return sp.csr_array((np.ones(n, np.float32), col, np.arange(n + 1)), shape=(n, width))
+    dim, seed = _random_spec(spec, "features", FEATURE_SPECS[0])
+    return np.random.default_rng([seed, 1]).random((n, dim), dtype=np.float32)
+
+
+def synthetic_labels(n, spec):
+    """The int64 labels of ``spec`` (``random:C[:SEED]``) for ``n`` vertices."""
+    check_label_spec(spec)
+    classes, seed = _random_spec(spec, "labels", LABEL_SPECS[0])
+    return np.random.default_rng([seed, 2]).integers(0, classes, size=n, dtype=np.int64)
+
+
+def with_synthetic(graph: Graph, features=None, labels=None) -> Graph:
+    """``graph`` with its features and/or labels replaced by those of the specs (None keeps
+    the graph's own)."""
+    changes = {}
+    if features is not None:
+        changes["features"] = synthetic_features(graph.adj, features)
+    if labels is not None:
+        changes["labels"] = synthetic_labels(graph.num_nodes, labels)
+        changes["class_names"] = None
+    return dataclasses.replace(graph, **changes) if changes else graph
