@@ -8,17 +8,18 @@ import pytest
 from spgnn import errors
 
 
-def test_import_is_fast_and_starts_neither_mpi_nor_numba():
-    code = ("import time, sys; t = time.perf_counter(); import spgnn; "
-            "print(time.perf_counter() - t); "
-            "print('numba' in sys.modules, 'mpi4py.MPI' in sys.modules)")
-    best = None
-    for _ in range(3):  # best of three: the first run may pay for cold disk caches
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        secs, flags = out.stdout.split("\n")[:2]
-        best = min(best or 1e9, float(secs))
-        assert flags == "False False", f"import spgnn loaded numba or MPI: {flags}"
-    assert best < 1.0, f"import spgnn took {best:.2f} s"
+# What `import spgnn` must not load: the JIT, MPI, optional dependencies and the download stack. A module
+# list, not a stopwatch: it holds on any machine under any load (importing numba alone costs ~0.5 s, MPI
+# initialises the transport, torch ~2 s), so the import stays cheap without a timing assertion.
+HEAVY_MODULES = ("numba", "mpi4py.MPI", "torch", "torch_geometric", "networkx", "matplotlib", "pymetis",
+                 "hypothesis", "tqdm", "cupy", "urllib.request", "http.client")
+
+
+def test_import_loads_neither_mpi_nor_numba_nor_optional_dependencies():
+    code = ("import sys, spgnn; "
+            f"print(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", f"import spgnn loaded {out.stdout.strip()}"
 
 
 def test_kernels_installed_as_subpackage():
