@@ -137,6 +137,13 @@ def _install_interrupt_watchdog():
     if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
         # a Python-level handler, so that SIGTERM reaches the wakeup fd too
         signal.signal(signal.SIGTERM, lambda *_: None)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        # The watchdog alone answers Ctrl-C.  Python's default handler would
+        # also raise KeyboardInterrupt in the main thread wherever it happens
+        # to be, e.g. inside a ctypes callback while Numba compiles, where it
+        # cannot be caught and prints "Exception ignored ..." with a traceback
+        # on every rank just before MPI_Abort ends them.
+        signal.signal(signal.SIGINT, lambda *_: None)
     watched = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
 
     def watch():
@@ -153,9 +160,9 @@ def _install_interrupt_watchdog():
             time.sleep(ABORT_GRACE_SECONDS)      # let the launcher forward the line
             try:
                 MPI.COMM_WORLD.Abort(INTERRUPT_EXIT)
-            except Exception:  # MPI already finalized: the process is ending anyway
+            except Exception:  # MPI already finalized: nothing else to end but this process
                 pass
-            return
+            os._exit(INTERRUPT_EXIT)
 
     threading.Thread(target=watch, name="spgnn-interrupt-watchdog", daemon=True).start()
     _WATCHDOG.append((read_end, write_end))
