@@ -39,6 +39,7 @@ from ..local.semiring import get_semiring, plus_times
 from ._dist_common import same_grid
 from .dist_dense import DistDenseMatrix
 from .dist_sparse import DistSparseMatrix
+from .edge_softmax import with_values
 from .exchange import ExchangePlan
 
 __all__ = ["sddmm", "SDDMM_ALGORITHMS"]
@@ -100,9 +101,8 @@ def _select(A, X, Y):
 
 
 def _result(A, data):
-    loc = A.local
-    out = LocalCSR(loc.indptr, loc.indices, data, loc.shape, check=None)
-    return DistSparseMatrix(out, A.shape, A.grid, A.layout, nnz=A.nnz, backend=A.backend)
+    # A's pattern: the result keeps A's pattern-only plans (an SpMM with it builds nothing)
+    return with_values(A, data)
 
 
 def _sddmm_local(A, X, Y, semiring):
