@@ -44,7 +44,8 @@ def with_values(S, data):
     """``S``'s pattern, layout and storage order with the local values ``data``. Local.
 
     ``data`` is this rank's value array (length ``S.local_nnz``).  The
-    pattern-only plans cached on ``S`` (the ``1d-aware`` exchange plans) are
+    pattern-only plans cached on ``S`` (the ``1d-aware`` and slab-form
+    ``15d-aware`` exchange plans) are
     carried over with the new values, so an SpMM or SDDMM with the result
     communicates exactly what one with ``S`` does and builds nothing.
     """
@@ -55,7 +56,10 @@ def with_values(S, data):
     out = DistSparseMatrix(LocalCSR(loc.indptr, loc.indices, data, loc.shape, check=None),
                            S.shape, S.grid, S.layout, nnz=S.nnz, backend=S.backend)
     for key, plan in S.cache.items():
-        if isinstance(key, tuple) and key and key[0] == "spmm-1d-aware":
+        # 1D plans, and 1.5D plans of a slab-form matrix (whose plan is built on S.local
+        # itself, so its entries line up with data)
+        if isinstance(key, tuple) and key and (
+                key[0] == "spmm-1d-aware" or (key[0] == "spmm-15d-aware" and S.layout.cols)):
             mine = copy.copy(plan)
             c = plan.compact
             mine.compact = LocalCSR(c.indptr, c.indices, data, c.shape, check=None)

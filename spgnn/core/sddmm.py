@@ -24,11 +24,18 @@ Layouts and algorithms
     number of distinct columns of its block outside its own Y rows (ledger
     label ``sddmm-1d-aware:exchange``).
 
+``15d-aware`` (A in 1.5D column-slab form)
+    A = ``Layout(R, C)`` (rows over R, column slabs over the replica axes C,
+    e.g. :func:`~spgnn.core.spmm_15d.layouts_15d`), X = ``Layout(R)`` split
+    exactly like A's rows, Y = ``Layout(R)`` (replicated over C).  Inside its
+    process column each rank receives the rows of Y that its slab's
+    non-empty columns name (the ``15d-aware`` SpMM plan, same cache key) and
+    computes its slab of C: no all-reduce, since every entry of C lives on
+    exactly one replica.  C keeps A's ``Layout(R, C)``.
+
 Refused with :class:`~spgnn.errors.LayoutMismatch` (on every rank, before
-any communication): 1.5D (A split by columns over replica axes), 2D and 3D
-layouts, X split differently from A's rows, and partial sums.  A 1.5D SDDMM
-would need both an X-row and a Y-row exchange per process column and gives
-each rank a column slab of C; it is future work (docs/gat.md).
+any communication): 1.5D with whole rows of A on every replica, 2D and 3D
+layouts, X split differently from A's rows, and partial sums.
 """
 
 import numpy as np
@@ -41,6 +48,7 @@ from .dist_dense import DistDenseMatrix
 from .dist_sparse import DistSparseMatrix
 from .edge_softmax import with_values
 from .exchange import ExchangePlan
+from .spmm_15d import match_15d
 
 __all__ = ["sddmm", "SDDMM_ALGORITHMS"]
 
@@ -88,16 +96,31 @@ def _is_local(A, X, Y):
     return not any(m.layout.rows or m.layout.cols for m in (A, X, Y))
 
 
+def _match_15d(A, X, Y):
+    """``(R, C)`` when A is a 1.5D column slab, X split like A's rows and Y by rows over R."""
+    la, lx = A.layout, X.layout
+    got = match_15d(A, Y)
+    if not la.cols or got is None or lx.rows != la.rows or lx.cols:
+        return None
+    grid, n = A.grid, A.shape[0]
+    if tuple(lx.offsets(grid, n, 0)) != tuple(la.offsets(grid, n, 0)):
+        return None
+    return got
+
+
 def _select(A, X, Y):
     if _is_local(A, X, Y):
         return "local"
     if _is_1d(A, X, Y):
         return "1d-aware"
+    if _match_15d(A, X, Y) is not None:
+        return "15d-aware"
     raise LayoutMismatch(
         f"sddmm: no algorithm for A.layout={A.layout!r}, X.layout={X.layout!r}, "
         f"Y.layout={Y.layout!r}; supported: A split by whole rows, X split by rows exactly like "
         f"A and Y split by rows over the same axes (1d, 1d-aware), or everything replicated "
-        f"(local). 1.5D, 2D and 3D layouts are not supported")
+        f"(local); A = Layout(R, C) column slabs with X and Y = Layout(R) (15d-aware). 2D "
+        f"and 3D layouts are not supported")
 
 
 def _result(A, data):
@@ -143,8 +166,33 @@ def _sddmm_1d_aware(A, X, Y, semiring):
     return _result(A, be.sddmm(compact, X.local, be.from_host(y_ext), semiring).data)
 
 
+def _sddmm_15d_aware(A, X, Y, semiring):
+    """1.5D column slabs: the ``15d-aware`` SpMM plan brings the rows of Y my slab names."""
+    if _match_15d(A, X, Y) is None:
+        raise LayoutMismatch(f"sddmm('15d-aware'): needs A = Layout(R, C) (column slabs over the "
+                             f"replica axes), X split by rows exactly like A and Y = Layout(R), "
+                             f"but got A.layout={A.layout!r}, X.layout={X.layout!r}, "
+                             f"Y.layout={Y.layout!r}")
+    R = A.layout.rows
+    (_, _), (c0, c1) = A.layout.bounds(A.grid, A.shape)
+    comm = A.grid.comm(*R)
+    yoff = Y.layout.offsets(A.grid, Y.shape[0], 0)
+    key = ("spmm-15d-aware", yoff, c0, c1)                # the 1.5D SpMM's plan
+    plan = A.cache.get(key)
+    if plan is None:
+        plan = ExchangePlan.build(comm, A.local, c0, yoff, A.backend, label="spmm-15d-aware:plan")
+        A.cache[key] = plan
+    be = A.backend
+    y_ext = plan.exchange(comm, np.asarray(be.to_host(Y.local)),
+                          label="sddmm-15d-aware:exchange")
+    c = plan.compact
+    compact = LocalCSR(c.indptr, c.indices, A.local.data, c.shape, check=None)
+    return _result(A, be.sddmm(compact, X.local, be.from_host(y_ext), semiring).data)
+
+
 #: Every SDDMM algorithm by name.
-SDDMM_ALGORITHMS = {"local": _sddmm_local, "1d": _sddmm_1d, "1d-aware": _sddmm_1d_aware}
+SDDMM_ALGORITHMS = {"local": _sddmm_local, "1d": _sddmm_1d, "1d-aware": _sddmm_1d_aware,
+                    "15d-aware": _sddmm_15d_aware}
 
 
 def sddmm(A, X, Y, semiring=plus_times, *, algorithm=None):
@@ -158,7 +206,7 @@ def sddmm(A, X, Y, semiring=plus_times, *, algorithm=None):
     X : DistDenseMatrix, shape (n, d)
     Y : DistDenseMatrix, shape (k, d)
     semiring : Semiring or name (not ``row_mean``)
-    algorithm : {"local", "1d", "1d-aware"}, optional
+    algorithm : {"local", "1d", "1d-aware", "15d-aware"}, optional
         Chosen from the layouts when omitted (see the module docstring).
 
     Returns

@@ -98,6 +98,53 @@ def check_sddmm(comm, case, backend="numpy"):
                       f"no other communication (got {sorted(others)})")
 
 
+@st.composite
+def sddmm15_case(draw, sizes=SIZES, max_dim=16):
+    p = draw(st.sampled_from(sizes))
+    c = draw(st.sampled_from([c for c in range(1, p + 1) if p % c == 0]))
+    n = draw(st.integers(0, max_dim))
+    k = n if draw(st.booleans()) else draw(st.integers(0, max_dim))
+    return dict(p=p, c=c, n=n, k=k, d=draw(st.integers(0, 3)), rows=draw(splits_for(n, p // c)),
+                yrows=draw(splits_for(k, p // c)), dtype=draw(st.sampled_from(["float32", "float64"])),
+                semiring=draw(st.sampled_from(SDDMM_SEMIRINGS)),
+                density=draw(st.sampled_from([0.0, 0.1, 0.4])), seed=draw(st.integers(0, 2**31 - 1)))
+
+
+def check_sddmm_15d(comm, case, backend="numpy"):
+    """1.5D column slabs: each replica computes its slab; bytes = Y rows the slab names."""
+    from spgnn import layouts_15d
+
+    p, c, n, k, d, dtype = case["p"], case["c"], case["n"], case["k"], case["d"], np.dtype(case["dtype"])
+    semiring = SEMIRINGS[case["semiring"]]
+    a = random_sparse((n, k), case["density"], case["seed"], dtype=dtype)
+    rng = np.random.default_rng(case["seed"] + 1)
+    x = rng.standard_normal((n, d)).astype(dtype)
+    y = rng.standard_normal((k, d)).astype(dtype)
+    rr, cc, vv = reference_sddmm(a, x, y, semiring)
+    want = np.zeros((n, k), dtype=dtype)
+    want[rr, cc] = vv
+    grid = ProcessGrid(comm, (p // c, c), ("row", "layer"))
+    la, ly = layouts_15d(grid, n, k, row_splits=case["rows"], x_row_splits=case["yrows"])
+    A = DistSparseMatrix.from_global(a, grid, la, backend=backend)
+    X = DistDenseMatrix.from_global(x, grid, Layout("row", row_splits=case["rows"]), backend=backend)
+    Y = DistDenseMatrix.from_global(y, grid, ly, backend=backend)
+    sddmm(A, X, Y, semiring)                           # plans
+    with comm.track("sddmm15") as stats:
+        C = sddmm(A, X, Y, semiring)
+    (r0, r1), (c0, c1) = la.bounds(grid, (n, k))
+    assert_dist_equal(comm, np.array(C.layout == la), np.array(True), "output layout")
+    assert_dist_allclose(comm, _dense_of(C), want[r0:r1, c0:c1], what=f"sddmm 15d {semiring.name}")
+    yoff = ly.offsets(grid, k, 0)
+    i = grid.coords[0]
+    cols = np.unique(a[r0:r1][:, c0:c1].tocoo().col + c0)
+    lam = int(np.count_nonzero((cols < yoff[i]) | (cols >= yoff[i + 1])))
+    got = stats.total("bytes_recv", op="alltoallv")
+    assert_dist_equal(comm, np.array(got), np.array(lam * d * dtype.itemsize), "15d bytes")
+    others = {ev.op for ev in stats} - {"alltoallv"}
+    assert_dist_equal(comm, np.array(not others), np.array(True),
+                      f"no other communication (got {sorted(others)})")
+
+
 def check_softmax_and_transpose(comm, case, backend="numpy"):
     """Edge softmax (values and backward) and ``Aᵀ·G`` through the reversed plan, square A."""
     p, n, f, dtype = case["p"], case["n"], case["f"], np.dtype(case["dtype"])
@@ -167,7 +214,12 @@ def main():
     def run_softmax(case):
         check_softmax_and_transpose(comm, case, args.backend)
 
-    for test in (run_sddmm, run_softmax):
+    @profile
+    @given(sddmm15_case(sizes=(p,)))
+    def run_sddmm15(case):
+        check_sddmm_15d(comm, case, args.backend)
+
+    for test in (run_sddmm, run_softmax, run_sddmm15):
         test()
         comm.barrier()
     if comm.rank == 0:
