@@ -116,6 +116,26 @@ class CupyBackend(Backend):
                     "(cupy.is_available() is False)")
         return None
 
+    @classmethod
+    def device_info(cls):
+        """``{"device", "compute_capability", "driver", "runtime", "cupy", "nvrtc"}`` of device 0,
+        or ``{"unavailable": reason}``.  Local; never raises (``spgnn info`` prints it)."""
+        why = cls.unavailable_reason()
+        if why is not None:
+            return {"unavailable": why}
+        try:
+            import cupy
+
+            rt = cupy.cuda.runtime
+            props = rt.getDeviceProperties(0)
+            return {"device": props["name"].decode(errors="replace"),
+                    "compute_capability": f"{props['major']}.{props['minor']}",
+                    "driver": rt.driverGetVersion(), "runtime": rt.runtimeGetVersion(),
+                    "cupy": cupy.__version__,
+                    "nvrtc": ".".join(map(str, cupy.cuda.nvrtc.getVersion()))}
+        except Exception as exc:  # report, never crash info
+            return {"unavailable": f"{type(exc).__name__}: {exc}"}
+
     @property
     def xp(self):
         return self._xp
