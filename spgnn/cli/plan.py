@@ -17,12 +17,14 @@ from spgnn.grid import parse_grid
 from spgnn.partition import PARTITIONERS, partition_graph, permute, write_partition_file
 
 from . import json_safe
+from ._graph_options import add_graph_options, graph_options
 
 
 def add_parser(sub):
     p = sub.add_parser("plan", help="plan SpMM communication for many rank counts without running them")
     p.add_argument("--graph", required=True, help="dataset name (cora), graph file or generator "
                                                   "spec (rmat:16:16)")
+    add_graph_options(p)
     p.add_argument("--ranks", default="8,64,256,1024", help="comma-separated rank counts")
     p.add_argument("--feat", type=int, default=128, help="columns of X (default 128)")
     p.add_argument("--algos", default=",".join(DISTRIBUTED_ALGORITHMS),
@@ -110,7 +112,7 @@ def plan_all(args):
     if bad or min(ranks_list) < 1:
         raise ValueError(f"plan: algorithms must be among {DISTRIBUTED_ALGORITHMS} and ranks "
                          f"positive, but got algos={algos}, ranks={ranks_list}")
-    adj, name = load_adjacency(args.graph)
+    adj, name = load_adjacency(args.graph, **graph_options(args))
     n = adj.shape[0]
     alpha, beta, source = _alpha_beta(args)
     partitions = {}

@@ -46,6 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import print_result
+from ._graph_options import add_graph_options, graph_options
 
 from ..backends import get_backend
 from ..checkpoint import DirectoryLock, load_training_state, write_npz_atomic
@@ -82,6 +83,7 @@ def add_parser(sub):
                                                   "datasets), graph file or folder, or "
                                                   "generator spec (sbm:300:3:0)")
     p.add_argument("--name", default=None, help="dataset in a folder holding several (cora)")
+    add_graph_options(p)
     p.add_argument("--model", default="gcn", choices=tuple(models),
                    help="; ".join(f"{n}: {s.help}" for n, s in models.items()))
     p.add_argument("--algo", default="1d-aware", choices=DISTRIBUTED_ALGORITHMS)
@@ -281,7 +283,7 @@ def _config(args, p):
 # ------------------------------------------------------------------ loading
 def load_root(args):
     """Rank 0: the graph with a split, its features projected when asked. Local."""
-    graph = with_synthetic(load_graph(args.graph, name=args.name), args.features, args.labels)
+    graph = with_synthetic(load_graph(args.graph, name=args.name, **graph_options(args)), args.features, args.labels)
     split = _parse_split(args.split)
     if split is None and graph.train_mask is None:
         split = (0.6, 0.2)
