@@ -2,7 +2,7 @@
 
 SuperGCN's wire format (paper 004 §2.6): each row ``x`` of a message block
 gets ``Z = min(x)`` and ``S = (max(x) - Z) / (2^b - 1)`` (``S = 1`` for a
-constant row); its codes are ``q = clip(round((x - Z) / S), 0, 2^b - 1)``
+constant row); its codes are ``q = clip(round((x - Z) · (1/S)), 0, 2^b - 1)`` (float32)
 with ``round`` either ``rint`` (nearest) or ``floor(v + u)``, ``u`` a keyed
 counter-based uniform (stochastic, unbiased).  ``8 / b`` consecutive rows
 of one peer segment share a byte per column (row ``k`` of the group in bits
@@ -66,7 +66,8 @@ def encode_rows(x, group_row, group_len, bits, stochastic, base, row_keys, bf16,
     F = x.shape[1]
     per = 8 // bits
     qmax = (1 << bits) - 1
-    fq = np.float64(qmax)
+    fq = np.float32(qmax)
+    fzero = np.float32(0.0)
     nF = np.uint64(F)
     for g in numba.prange(group_row.shape[0]):
         tmp = np.empty(1, dtype=np.float32)
@@ -101,22 +102,25 @@ def encode_rows(x, group_row, group_len, bits, stochastic, base, row_keys, bf16,
             out_scale[i] = s32
         base_byte = g * F
         for c in range(F):
-            acc = 0
-            for k in range(nr):
-                i = r0 + k
-                v = (np.float64(x[i, c]) - np.float64(out_lo[i])) / np.float64(out_scale[i])
+            out_codes[base_byte + c] = 0
+        # Row by row, both x's row and the group's bytes contiguous (SIMD for
+        # nearest); float32 arithmetic: at <= 8 bits it loses nothing.
+        for k in range(nr):
+            i = r0 + k
+            z = out_lo[i]
+            inv = np.float32(1.0) / out_scale[i]
+            sh = (per - 1 - k) * bits
+            ctr = np.uint64(row_keys[i]) * nF
+            for c in range(F):
+                v = (np.float32(x[i, c]) - z) * inv
                 if stochastic:
-                    q = np.floor(v + _uniform(np.uint64(row_keys[i]) * nF + np.uint64(c), base))
+                    q = np.floor(v + np.float32(_uniform(ctr + np.uint64(c), base)))
                 else:
                     q = np.rint(v)
                 # Clamp: fp error can give qmax + 1 (or -1 with rounded params),
                 # which would corrupt the neighbouring row's bits.
-                if not (q >= 0.0):
-                    q = 0.0
-                if q > fq:
-                    q = fq
-                acc |= int(q) << ((per - 1 - k) * bits)
-            out_codes[base_byte + c] = np.uint8(acc)
+                q = min(max(q, fzero), fq)
+                out_codes[base_byte + c] |= np.uint8(np.int32(q) << sh)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -128,16 +132,16 @@ def decode_rows(codes, lo, scale, group_row, group_len, bits, out):
     """
     F = out.shape[1]
     per = 8 // bits
-    mask = (1 << bits) - 1
+    mask = np.uint8((1 << bits) - 1)
     for g in numba.prange(group_row.shape[0]):
         r0 = group_row[g]
         nr = group_len[g]
         base_byte = g * F
         for k in range(nr):
             i = r0 + k
-            z = np.float64(lo[i])
-            s = np.float64(scale[i])
-            sh = (per - 1 - k) * bits
+            z = lo[i]
+            s = scale[i]
+            sh = np.uint8((per - 1 - k) * bits)
             for c in range(F):
-                q = (np.int64(codes[base_byte + c]) >> sh) & mask
-                out[i, c] = q * s + z
+                q = (codes[base_byte + c] >> sh) & mask
+                out[i, c] = np.float32(q) * s + z

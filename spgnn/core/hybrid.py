@@ -30,7 +30,8 @@ from scipy.sparse.csgraph import maximum_bipartite_matching
 from ..local.alloc import empty as empty_output
 from ..local.csr import LocalCSR
 
-__all__ = ["AGGREGATIONS", "min_vertex_cover_bipartite", "assign_edges", "HybridPlan"]
+__all__ = ["AGGREGATIONS", "min_vertex_cover_bipartite", "assign_edges", "HybridPlan",
+           "predict_messages"]
 
 #: The aggregation modes of a cut edge exchange.
 AGGREGATIONS = ("post", "pre", "hybrid")
@@ -251,3 +252,42 @@ class HybridPlan:
         out = empty_output((x2.shape[0] + got.shape[0], width), x_local.dtype)
         ext = np.concatenate([x2, got.reshape(self.rows_received, width)], axis=0, out=out)
         return ext.reshape((ext.shape[0],) + x_local.shape[1:])
+
+
+def predict_messages(adj, offsets, mode):
+    """Message rows every ordered rank pair exchanges, without running anything. Pure.
+
+    ``adj`` is the global aggregation pattern (scipy sparse, rows are
+    destinations), ``offsets`` the contiguous row split of ``P`` ranks.
+    Returns ``(P, P)`` int64 with ``[r, s]`` the messages rank ``s`` sends
+    to rank ``r``: non-empty columns (post), non-empty rows (pre) or the
+    maximum matching size (hybrid) of each cut block; equal to the plans'
+    ``recv_counts`` (see tests/mpi/exchange_checks.py).
+    """
+    if mode not in AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, but got {mode!r}")
+    a = sp.csr_array(adj)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    P = offsets.size - 1
+    out = np.zeros((P, P), dtype=np.int64)
+    coo = a.tocoo()
+    part = np.searchsorted(offsets, np.arange(a.shape[0] + 1), side="right") - 1
+    rp, cp = part[coo.row], part[coo.col]
+    cut = rp != cp
+    r_, c_, rw, cl = rp[cut], cp[cut], coo.row[cut], coo.col[cut]
+    pair = r_ * P + c_
+    order = np.argsort(pair, kind="stable")
+    pair, rw, cl = pair[order], rw[order], cl[order]
+    starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]]) if pair.size else np.zeros(0, int)
+    ends = np.r_[starts[1:], pair.size]
+    for a0, b0 in zip(starts, ends):
+        r, s = divmod(int(pair[a0]), P)
+        d, u = rw[a0:b0], cl[a0:b0]
+        if mode == "post":
+            out[r, s] = np.unique(u).size
+        elif mode == "pre":
+            out[r, s] = np.unique(d).size
+        else:
+            post = assign_edges(u, d, "hybrid")
+            out[r, s] = np.unique(u[post]).size + np.unique(d[~post]).size
+    return out

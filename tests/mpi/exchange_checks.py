@@ -20,6 +20,7 @@ from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from spgnn import DistDenseMatrix, DistSparseMatrix, Layout, ProcessGrid, spmm
 from spgnn.core.codec import make_codec, wire_bytes
+from spgnn.core.hybrid import predict_messages
 from spgnn.testing.asserts import assert_dist_allclose, assert_dist_equal
 from spgnn.testing.strategies_dist import random_sparse, splits_for
 
@@ -105,6 +106,9 @@ def check_exchange(comm, case, backend="numpy"):
         plan = [v for k, v in mat.cache.items() if isinstance(k, tuple) and k[0] == key
                 and (key == "spmm-1d-aware" or k[1] == mode)][0]
         want = expected_messages(ref, offsets, mode, r)
+        # The planner's prediction (no communication) equals the plan.
+        assert_dist_equal(comm, predict_messages(ref, offsets, mode)[r], want,
+                          what + " predicted messages")
         assert_dist_equal(comm, plan.recv_counts, want, what + " messages received")
         label = ("spmm-1d-aware:exchange" if key == "spmm-1d-aware"
                  else f"spmm-1d-{mode}:exchange")

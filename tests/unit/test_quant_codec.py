@@ -19,7 +19,8 @@ def reference_encode(x, seg_counts, bits):
     hi = x.max(1) if x.shape[1] else np.zeros(x.shape[0], np.float32)
     S = ((hi.astype(np.float64) - lo) / (2**bits - 1)).astype(np.float32)
     S[S == 0] = 1
-    q = np.clip(np.rint((x.astype(np.float64) - lo[:, None]) / S[:, None]), 0, 2**bits - 1)
+    inv = (np.float32(1) / S).astype(np.float32)
+    q = np.clip(np.rint((x - lo[:, None]) * inv[:, None]), 0, 2**bits - 1)
     q = q.astype(np.uint8)
     per = 8 // bits
     out, start = [], 0
