@@ -4,7 +4,7 @@
     python benchmarks/bench_comm_reduction.py bytes --datasets citeseer facebook --ranks 4 8
     python benchmarks/bench_comm_reduction.py planner --ranks 16 64 256
     python benchmarks/bench_comm_reduction.py codec
-    python benchmarks/bench_comm_reduction.py plot          # docs/img/comm_reduction.png
+    python benchmarks/bench_comm_reduction.py plot          # docs/figures/comm_reduction.png
 
 ``accuracy`` and ``bytes`` run the training command itself
 (``mpiexec -n P python -m spgnn train --graph ... --algo 1d-aware --partition metis
@@ -42,7 +42,8 @@ DATASETS = {
     "citeseer": ["planetoid", "--name", "citeseer"],
     "facebook": ["musae_facebook", "--split", "0.6:0.2", "--split-seed", "0"],
 }
-SNAP = ["snap_ca_astroph", "snap_email_enron", "snap_cit_hep", "snap_facebook_combined"]
+SNAP = ["snap_email_enron/email-Enron.txt.gz", "snap_facebook_combined/facebook_combined.txt.gz",
+        "snap_soc_slashdot0902/soc-Slashdot0902.txt.gz"]
 
 
 def record(kind, **fields):
@@ -176,7 +177,7 @@ def cmd_plot(args, data_dir):
     ax.set_ylabel("exchange MB / epoch (all ranks)")
     ax.set_title("Full-graph GCN exchange bytes: aggregation x quantization")
     fig.tight_layout()
-    path = ROOT / "docs" / "img" / "comm_reduction.png"
+    path = ROOT / "docs" / "figures" / "comm_reduction.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     print(path)

@@ -79,3 +79,19 @@ def test_bad_aggregation_refused():
 @given(exchange_case(sizes=(1, 2, 3, 4)))
 def test_exchange_loopback(case):
     run_loopback(case["p"], check_exchange, case, "numba")
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 40), p=st.integers(1, 9), density=st.floats(0.02, 0.5),
+       seed=st.integers(0, 2**31))
+def test_predicted_messages_symmetric(n, p, density, seed):
+    """Symmetric pattern: pre == post per pair (transposed pair); hybrid <= both, = matching."""
+    from spgnn.core.hybrid import predict_messages
+
+    a = sp.random_array((n, n), density=density, format="csr", rng=seed)
+    a = sp.csr_array(((a + a.T) != 0).astype(np.float64))
+    offsets = np.linspace(0, n, p + 1).astype(np.int64)
+    post, pre, hyb = (predict_messages(a, offsets, m) for m in ("post", "pre", "hybrid"))
+    np.testing.assert_array_equal(post, pre.T)
+    assert np.all(hyb <= np.minimum(pre, post))
+    assert np.array_equal(hyb, hyb.T)
