@@ -95,3 +95,21 @@ def test_predicted_messages_symmetric(n, p, density, seed):
     np.testing.assert_array_equal(post, pre.T)
     assert np.all(hyb <= np.minimum(pre, post))
     assert np.array_equal(hyb, hyb.T)
+
+
+def test_plan_command_aggregation_rows():
+    """`spgnn plan --aggregation`: post bytes equal the 1d-aware plan's; hybrid <= pre == post."""
+    import argparse
+
+    from spgnn.cli.plan import add_parser, plan_all
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    add_parser(sub)
+    args = sub.choices["plan"].parse_args(
+        ["--graph", "rmat:9:8", "--ranks", "3,8", "--algos", "1d-aware", "--aggregation",
+         "post,pre,hybrid", "--alpha", "1e-6", "--beta", "1e-9", "--feat", "16"])
+    _, rows, _ = plan_all(args)
+    for r in rows:
+        agg = r["aggregation"]
+        assert agg["post"]["bytes"] == r["bytes_total"]
+        assert agg["hybrid"]["rows"] <= agg["pre"]["rows"] == agg["post"]["rows"]
