@@ -21,8 +21,7 @@ def _train(nprocs, *extra):
 @pytest.fixture(scope="module")
 def runs():
     out = {(agg, "none"): _train(3, "--aggregation", agg) for agg in ("post", "pre", "hybrid")}
-    out["hybrid", "int2"] = _train(3, "--aggregation", "hybrid", "--quantize", "int2",
-                                   "--label-prop", "0.5")
+    out["hybrid", "int2"] = _train(3, "--aggregation", "hybrid", "--quantize", "int2")
     return out
 
 
@@ -47,8 +46,8 @@ def test_bytes_by_label(runs):
     # is tested in tests/unit/test_quant_codec.py).
     data = runs["hybrid", "int2"]["bytes_per_epoch_by_label"]["spmm-1d-hybrid:exchange:data"]
     assert 14 < exchange(runs["hybrid", "none"]) / data <= 16
-    lp = runs["hybrid", "int2"]
-    assert lp["label_prop"] == 0.5 and lp["quantize"] == "int2" and 0 <= lp["test_acc"] <= 1
+    q = runs["hybrid", "int2"]
+    assert q["quantize"] == "int2" and q["rounding"] == "stochastic" and 0 <= q["test_acc"] <= 1
 
 
 def test_refused_outside_1d_aware():
@@ -56,3 +55,6 @@ def test_refused_outside_1d_aware():
                     "--algo", "1d", "--quantize", "int2"], 2, timeout=120)
     assert proc.returncode != 0
     assert "need a full-graph model with --algo 1d-aware" in proc.stdout
+    proc = run_mpi(["-m", "spgnn", "train", *GRAPH, "--no-progress", "--epochs", "1",
+                    "--label-prop", "1.5"], 2, timeout=120)
+    assert proc.returncode != 0 and "--label-prop must lie in [0, 1)" in proc.stdout
