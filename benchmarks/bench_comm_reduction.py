@@ -98,12 +98,13 @@ def cmd_bytes(args, data_dir):
         for p in args.ranks:
             for agg in ("post", "pre", "hybrid"):
                 for q in ("none", "int2"):
-                    r = train(ds, p, 0, 2, ["--aggregation", agg, "--quantize", q], data_dir)
+                    r = train(ds, p, 0, 2, ["--aggregation", agg, "--quantize", q] + args.extra,
+                              data_dir)
                     lab = r["bytes_per_epoch_by_label"]
                     exch = {k: v for k, v in lab.items() if "exchange" in k}
                     record("bytes", dataset=ds, ranks=p, aggregation=agg, quantize=q,
                            features=r["features"], hidden=r["hidden"],
-                           exchange_bytes=int(sum(exch.values())), by_label=lab,
+                           exchange_bytes=int(sum(exch.values())), by_label=lab, extra=args.extra,
                            total=r["bytes_per_epoch"], command=r["command"])
 
 
@@ -160,32 +161,81 @@ def cmd_codec(args, data_dir):
                    decode_frac=moved_d / td / triad_bw, threads=1)
 
 
+def cmd_exchange(args, data_dir):
+    """One aggregation ``A·X`` at widths F under mpiexec: ledger bytes per mode and codec."""
+    from spgnn import Communicator, DistDenseMatrix, DistSparseMatrix, Layout, ProcessGrid, spmm
+    from spgnn.core.codec import make_codec
+    from spgnn.io import load_graph
+    from spgnn.partition import partition_graph, permute
+
+    comm = Communicator.world()
+    p = comm.size
+    for ds in args.datasets:
+        g = load_graph(str(Path(data_dir) / DATASETS[ds][0]),
+                       **({"name": DATASETS[ds][2]} if DATASETS[ds][1] == "--name" else {}))
+        a = ((g.adj + g.adj.T) != 0).astype(np.float32).tocsr()
+        perm, offsets, _ = partition_graph(a, "metis", p, seed=0)
+        a = permute(a, perm)
+        grid = ProcessGrid(comm, (p,), ("row",))
+        lay = Layout("row", row_splits=tuple(int(o) for o in offsets))
+        A = DistSparseMatrix.from_global(a, grid, lay)
+        for F in (64, 128, 256):
+            x = np.random.default_rng(0).standard_normal((a.shape[0], F)).astype(np.float32)
+            X = DistDenseMatrix.from_global(x, grid, lay)
+            res = {}
+            for agg in ("post", "pre", "hybrid"):
+                for q in ("none", "int2"):
+                    spmm(A, X, algorithm="1d-aware", aggregation=agg, codec=make_codec(q))
+                    with comm.track("bench") as st:
+                        spmm(A, X, algorithm="1d-aware", aggregation=agg, codec=make_codec(q))
+                    res[f"{agg}/{q}"] = int(comm.allreduce(
+                        np.array([st.total("bytes_sent")], dtype=np.int64))[0])
+            if comm.rank == 0:
+                record("exchange", dataset=ds, ranks=p, width=F, partition="metis", bytes=res,
+                       hybrid_int2_vs_fp32=res["hybrid/none"] / res["hybrid/int2"],
+                       command=f"mpiexec -n {p} python benchmarks/bench_comm_reduction.py "
+                               f"exchange --datasets {ds}")
+
+
 def cmd_plot(args, data_dir):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [json.loads(line) for line in open(OUT)]
-    by = [r for r in rows if r["kind"] == "bytes"]
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    labels, vals = [], []
-    for r in by:
-        labels.append(f"{r['dataset']} P={r['ranks']}\n{r['aggregation']} {r['quantize']}")
-        vals.append(r["exchange_bytes"] / 1e6)
-    ax.bar(range(len(vals)), vals, color=["C0" if "none" in s else "C1" for s in labels])
-    ax.set_xticks(range(len(vals)), labels, rotation=90, fontsize=6)
-    ax.set_ylabel("exchange MB / epoch (all ranks)")
-    ax.set_title("Full-graph GCN exchange bytes: aggregation x quantization")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    ex = [r for r in rows if r["kind"] == "exchange" and r["width"] == 128]
+    keys = ["post/none", "pre/none", "hybrid/none", "post/int2", "pre/int2", "hybrid/int2"]
+    w = 0.8 / max(len(ex), 1)
+    for k, r in enumerate(ex):
+        vals = [r["bytes"][key] / r["bytes"]["post/none"] for key in keys]
+        ax1.bar(np.arange(len(keys)) + k * w, vals, w, label=f"{r['dataset']} P={r['ranks']}")
+    ax1.set_xticks(np.arange(len(keys)) + 0.4 - w / 2, keys, rotation=30, fontsize=8)
+    ax1.set_yscale("log")
+    ax1.set_ylabel("bytes of one A·X (F=128) / post fp32")
+    ax1.set_title("measured (ledger), METIS")
+    ax1.legend(fontsize=7)
+    pl = [r for r in rows if r["kind"] == "planner"]
+    for g in sorted({r["graph"] for r in pl}):
+        rs = sorted((r for r in pl if r["graph"] == g), key=lambda r: r["ranks"])
+        ax2.plot([r["ranks"] for r in rs], [r["post_over_hybrid"] for r in rs], "o-",
+                 label=g.split("/")[0])
+    ax2.axhline(1.5, color="gray", ls=":", label="paper ~1.5x")
+    ax2.set_xscale("log", base=2)
+    ax2.set_xlabel("ranks")
+    ax2.set_ylabel("post rows / hybrid rows")
+    ax2.set_title("planner (no run), contiguous split")
+    ax2.legend(fontsize=7)
     fig.tight_layout()
     path = ROOT / "docs" / "figures" / "comm_reduction.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     print(path)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("what", choices=("accuracy", "bytes", "planner", "codec", "plot"))
+    ap.add_argument("what", choices=("accuracy", "bytes", "exchange", "planner", "codec", "plot"))
     ap.add_argument("--datasets", nargs="+", default=["citeseer"])
     ap.add_argument("--graphs", nargs="+", default=SNAP)
     ap.add_argument("--ranks", nargs="+", type=int, default=[4])
