@@ -206,5 +206,23 @@ class Backend(ABC):
     def dropout_csr(self, indptr, indices, data, p, base, rows, col0, ncols):
         """Counter-based inverted dropout of a CSR block's stored entries: new ``data``. Local."""
 
+    # -- message codec (paper 004 §2.6; host buffers, see spgnn/backends/_quant.py)
+    def quantize_rows(self, x, seg_counts, bits, rounding, param_dtype, base, row_keys):
+        """``(codes, params)``: per-row min/max ``bits``-bit codes, node-axis packed. Local.
+
+        Runs on host arrays (the codec sits next to the alltoallv); a device
+        backend inherits it.  Raises DTypeError on a NaN or infinite row.
+        """
+        from . import _quant
+
+        return _quant.encode(self.to_host(x), seg_counts, bits, rounding, param_dtype, base,
+                             row_keys)
+
+    def dequantize_rows(self, codes, params, seg_counts, bits, width, dtype=np.float32):
+        """The rows :meth:`quantize_rows` coded, as a host array. Local."""
+        from . import _quant
+
+        return _quant.decode(codes, params, seg_counts, bits, width, dtype)
+
     def __repr__(self):
         return f"<spgnn backend {self.name!r}>"

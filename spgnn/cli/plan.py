@@ -40,6 +40,9 @@ def add_parser(sub):
                    help="write the partition used (one part id per vertex); with several part "
                         "counts, FILE gets a .<parts> suffix per count")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--aggregation", default="",
+                   help="for 1d-aware, also the message rows and fp32 bytes of these cut-edge "
+                        "aggregations, e.g. post,pre,hybrid (docs/communication.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(command="plan")
     return p
@@ -145,10 +148,23 @@ def plan_all(args):
                 row["grid"] = "x".join(map(str, extra["grid"]))
             if "replication" in extra:
                 row["replication"] = extra["replication"]
+            if algo == "1d-aware" and args.aggregation:
+                row["aggregation"] = _aggregation_rows(a, offsets, args)
             rows.append(row)
     meta = {"graph": name, "n": n, "nnz": int(adj.nnz), "feat": args.feat,
             "partition": args.partition, "alpha": alpha, "beta": beta, "alpha_beta": source}
     return meta, rows, partitions
+
+
+def _aggregation_rows(a, offsets, args):
+    """``{mode: {"rows", "bytes"}}`` of one forward exchange (paper 004). Local."""
+    from spgnn.core.hybrid import predict_messages
+
+    out = {}
+    for mode in _parse_list(args.aggregation, "aggregation"):
+        rows = int(predict_messages(a, offsets, mode).sum())
+        out[mode] = {"rows": rows, "bytes": rows * args.feat * args.itemsize}
+    return out
 
 
 def _save_partitions(path, partitions, n):
@@ -175,6 +191,9 @@ def _table(meta, rows):
         lines.append(f"{r['ranks']:>6} {r['algorithm']:<10} {shape:>8} {r['bytes_total']:>15,d} "
                      f"{r['bytes_max_rank']:>13,d} {r['setup_bytes_total']:>13,d} "
                      f"{r['seconds_estimate']:>13.3e}")
+        for mode, v in r.get("aggregation", {}).items():
+            lines.append(f"{'':>6}   {mode + ' aggregation':<18} rows={v['rows']:,d} "
+                         f"bytes={v['bytes']:,d}")
         for c in r["collectives"]:
             if c["phase"] == "spmm":
                 calls = f" x{c['calls']}" if c["calls"] > 1 else ""

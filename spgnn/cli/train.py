@@ -55,6 +55,8 @@ from ..core.spmm import DISTRIBUTED_ALGORITHMS
 from ..errors import CheckpointError, NonFiniteError
 from ..gnn import (Adam, Checkpoint, DistGraph, EvaluateEvery, Metrics, MinibatchGraph,
                    MinibatchTrainer, ProgressBar, Trainer)
+from ..gnn.compression import configure_exchange
+from ..gnn.label_prop import LabelPropagation, LabelPropTrainer
 from ..gnn.registry import MODELS
 from ..grid import parse_grid
 from ..io import load_graph, load_on_root
@@ -146,6 +148,17 @@ def add_parser(sub):
     sage.add_argument("--model-selection", default=None, choices=("best-val", "last"),
                       help="report the model of the epoch with the best validation accuracy "
                            "(default when evaluating) or of the last epoch")
+    comp = p.add_argument_group("communication reduction (full-graph, --algo 1d-aware; "
+                                "paper 004, docs/communication.md)")
+    comp.add_argument("--aggregation", default="post", choices=("post", "pre", "hybrid"),
+                      help="cut edges: raw source rows (post), partial sums (pre), or a minimum "
+                           "vertex cover per rank pair (hybrid)")
+    comp.add_argument("--quantize", default="none", choices=("none", "int8", "int4", "int2"),
+                      help="training exchanges (forward and gradient) as per-row int codes")
+    comp.add_argument("--rounding", default="stochastic", choices=("stochastic", "nearest"))
+    comp.add_argument("--label-prop", type=float, default=0.0, metavar="RATIO",
+                      help="UniMP masked label embedding: each epoch every training node's "
+                           "label joins its input with probability RATIO (0: off; paper 0.62)")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(command="train")
@@ -243,6 +256,12 @@ def check_args(args, p):
         get_backend(args.backend)          # unknown or unavailable: raises the same everywhere
     _parse_split(args.split)
     check_synthetic(args)
+    reduced = args.aggregation != "post" or args.quantize != "none" or args.label_prop
+    if reduced and (spec.training != "full-graph" or args.algo != "1d-aware"):
+        raise ValueError("train: --aggregation, --quantize and --label-prop need a full-graph "
+                         "model with --algo 1d-aware")
+    if not 0 <= args.label_prop < 1:
+        raise ValueError(f"train: --label-prop must lie in [0, 1), but got {args.label_prop}")
     if spec.training == "full-graph":
         if args.algo in ("15d", "15d-aware") and (args.replication < 1 or p % args.replication):
             raise ValueError(f"train: --replication must divide the {p} ranks, but got "
@@ -324,8 +343,11 @@ def _build_full_graph(comm, args, graph, spec):
                               replication=args.replication, backend=args.backend,
                               seed=args.seed, dtype=np.dtype(args.dtype),
                               normalize_features=not args.feature_dim, **kw)
+    configure_exchange(dg, args.aggregation, args.quantize, args.rounding, seed=args.seed)
+    lp = LabelPropagation(dg, args.label_prop, args.seed).attach() if args.label_prop else None
     model = spec.build(dg.num_features, dg.num_classes, _options(args))
-    trainer = Trainer(model, dg, Adam(model.param_groups(args.weight_decay), lr=args.lr))
+    opt = Adam(model.param_groups(args.weight_decay), lr=args.lr)
+    trainer = Trainer(model, dg, opt) if lp is None else LabelPropTrainer(model, dg, opt, lp)
     return trainer, args.algo
 
 
@@ -534,8 +556,11 @@ def _run(comm, args, spec, cfg, trainer, algorithm, name, selection, ckpt_dir, t
            "setup_seconds": setup_seconds,
            "bytes_per_epoch": int(bytes_epoch[-1]) if bytes_epoch else 0,
            "bytes_per_epoch_constant": len(set(bytes_epoch)) <= 1,
-           "bytes_per_epoch_max_rank": max(per_rank)}
+           "bytes_per_epoch_max_rank": max(per_rank),
+           "bytes_per_epoch_by_label": _bytes_by_label(comm, metrics.last)}
     if not minibatch:
+        out.update({"aggregation": args.aggregation, "quantize": args.quantize,
+                    "rounding": args.rounding, "label_prop": args.label_prop})
         out.update({"partition": args.partition, "hidden": args.hidden, "layers": args.layers,
                     "dtype": args.dtype,
                     "sparse_features": type(g.features).__name__ == "SparseBackedMatrix"})
@@ -554,6 +579,17 @@ def _run(comm, args, spec, cfg, trainer, algorithm, name, selection, ckpt_dir, t
                 "last_epoch_test_acc": last_ev["test_acc"],
                 "last_epoch_val_acc": last_ev["val_acc"], **best})
     return out
+
+
+def _bytes_by_label(comm, last):
+    """Ledger label -> bytes all ranks sent in the last epoch (codec data and params apart,
+    the gradient all-reduce under ``gnn:grad-*``). Collective."""
+    mine = (last or {}).get("bytes_by_label", {})
+    out = {}
+    for part in comm.allgather_obj(mine, label="train:report"):
+        for k, v in part.items():
+            out[k] = out.get(k, 0) + int(v)
+    return dict(sorted(out.items()))
 
 
 def run(args):
