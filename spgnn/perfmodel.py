@@ -7,12 +7,17 @@ steps of every layer, forward and backward), each timed for the slowest rank:
 
 compute (fitted on this machine by ``spgnn calibrate``, :class:`Calibration`)
     SpMM ``Y = A X`` on a rank's block (``m`` rows, ``nnz`` stored entries,
-    ``f`` columns): ``s0 + s1·nnz·f + s2·nnz + s3·m·f`` (the multiply-adds,
-    the index stream, the output rows).
-    GEMM ``(m×k)·(k×n)``: ``g0 + g1·2mkn + g2·w·(mk + kn + mn)``, a roofline
-    with additive compute and memory terms, so that the thin products of a
-    GNN (k or n of 16) are charged their bandwidth and the square ones
-    their flops.
+    ``f`` columns): ``s0 + s1·nnz·f + s2·nnz + s3·m·f + s4·nnz·f·spill``
+    (the multiply-adds, the index stream, the output rows, and the
+    multiply-adds whose rows of X miss the cache, :func:`spmm_features`).
+    GEMM ``(m×k)·(k×n)``: ``2mkn`` flops at the rate measured for the
+    nearest shapes of a table (``gemm_table``: the four nearest in
+    ``(log m, log k, log n)``, inverse-distance weights on log GFLOP/s), never
+    less than the table's fastest call; BLAS's rate moves 7-fold between the
+    thin products of a GNN (k or n of 8-16) and square ones, which no single
+    rate or two-term roofline followed within 25 % here.  Without a table:
+    ``g0 + g1·2mkn + g2·w·(mk + kn + mn)``, a roofline with additive compute
+    and memory terms.
 communication (α–β per collective kind)
     ``α_k·messages + β_k·bytes`` with ``messages`` and ``bytes`` (the larger
     of sent and received) the ledger's byte model for the slowest rank
@@ -55,6 +60,9 @@ __all__ = ["Calibration", "DEFAULT_CALIBRATION", "Step", "Prediction", "kind_of"
 #: ``format`` field of a calibration file.
 FORMAT = "spgnn-calibration/1"
 
+#: Table rows a GEMM prediction interpolates between.
+GEMM_NEIGHBOURS = 4
+
 #: Collective kinds with their own α and β (``default`` serves the others).
 KINDS = ("allreduce", "allgather", "alltoall", "bcast", "reduce_scatter", "default")
 
@@ -67,9 +75,20 @@ def kind_of(op):
     return base if base in KINDS else "default"
 
 
-def spmm_features(m, nnz, f):
-    """The regressors of the SpMM model: ``[1, nnz·f, nnz, m·f]``."""
-    return np.array([1.0, float(nnz) * f, float(nnz), float(m) * f])
+#: Bytes of dense rows that stay in cache (the SpMM cache term's threshold).
+CACHE_BYTES = 1 << 18
+
+
+def spmm_features(m, nnz, f, itemsize=4):
+    """The regressors of the SpMM model: ``[1, nnz·f, nnz, m·f, nnz·f·max(0, log₂(m·f·w / C))]``.
+
+    The last term charges the gathered rows of X once they no longer fit in
+    cache (``C`` = :data:`CACHE_BYTES`; the rows of a square block's X are
+    about its ``m``): per multiply-add, email-enron at f = 96 costs twice
+    f = 32 here.
+    """
+    spill = max(0.0, math.log2(max(float(m) * f * itemsize, 1.0) / CACHE_BYTES))
+    return np.array([1.0, float(nnz) * f, float(nnz), float(m) * f, float(nnz) * f * spill])
 
 
 def gemm_features(m, k, n, itemsize=4):
@@ -94,14 +113,17 @@ class Calibration:
 
     ``comm`` maps a kind of :data:`KINDS` to ``(alpha, beta)`` (seconds per
     message, seconds per byte); ``spmm`` and ``gemm`` are the coefficients of
-    :func:`spmm_features` and :func:`gemm_features`; ``meta`` says where and
-    how they were measured.
+    :func:`spmm_features` and :func:`gemm_features`; ``gemm_table`` holds
+    measured ``(m, k, n, seconds)`` (used instead of ``gemm`` when it has
+    :data:`GEMM_NEIGHBOURS` rows or more); ``meta`` says where and how they
+    were measured.
     """
 
     comm: dict
     spmm: tuple
     gemm: tuple
     meta: dict = field(default_factory=dict)
+    gemm_table: tuple = ()
 
     def __post_init__(self):
         if not isinstance(self.comm, dict) or "default" not in self.comm:
@@ -117,12 +139,23 @@ class Calibration:
                                        f"got {ab!r}")
             comm[kind] = _finite_nonneg(ab, f"comm[{kind!r}]")
         object.__setattr__(self, "comm", comm)
-        for name, size in (("spmm", 4), ("gemm", 3)):
+        for name, size in (("spmm", 5), ("gemm", 3)):
             value = getattr(self, name)
             if not isinstance(value, (list, tuple)) or len(value) != size:
                 raise CalibrationError(f"calibration: {name} must be {size} coefficients, but got "
                                        f"{value!r}")
             object.__setattr__(self, name, _finite_nonneg(value, name))
+        table = []
+        for row in self.gemm_table:
+            if not isinstance(row, (list, tuple)) or len(row) != 4:
+                raise CalibrationError(f"calibration: gemm_table rows must be [m, k, n, seconds], "
+                                       f"but got {row!r}")
+            m, k, n, t = _finite_nonneg(row, "gemm_table")
+            if min(m, k, n, t) <= 0:
+                raise CalibrationError(f"calibration: gemm_table entries must be > 0, but got "
+                                       f"{row!r}")
+            table.append((m, k, n, t))
+        object.__setattr__(self, "gemm_table", tuple(table))
 
     def comm_seconds(self, op, messages, nbytes):
         alpha, beta = self.comm.get(kind_of(op), self.comm["default"])
@@ -132,11 +165,22 @@ class Calibration:
         return float(np.dot(self.spmm, spmm_features(m, nnz, f)))
 
     def gemm_seconds(self, m, k, n, itemsize=4):
-        return float(np.dot(self.gemm, gemm_features(m, k, n, itemsize)))
+        if min(m, k, n) <= 0:
+            return 0.0
+        if len(self.gemm_table) < GEMM_NEIGHBOURS:
+            return float(np.dot(self.gemm, gemm_features(m, k, n, itemsize)))
+        table = np.asarray(self.gemm_table)
+        dist = np.sqrt(((np.log(table[:, :3]) - np.log([m, k, n])) ** 2).sum(axis=1))
+        near = np.argsort(dist, kind="stable")[:GEMM_NEIGHBOURS]
+        weight = 1.0 / (dist[near] + 0.1)
+        log_rate = np.log(2 * table[near, :3].prod(axis=1) / table[near, 3])
+        rate = np.exp(np.dot(weight, log_rate) / weight.sum())
+        return float(max(2.0 * m * k * n / rate, table[:, 3].min()))
 
     def to_dict(self):
         return {"format": FORMAT, "comm": {k: list(v) for k, v in self.comm.items()},
-                "spmm": list(self.spmm), "gemm": list(self.gemm), "meta": dict(self.meta)}
+                "spmm": list(self.spmm), "gemm": list(self.gemm),
+                "gemm_table": [list(r) for r in self.gemm_table], "meta": dict(self.meta)}
 
     @classmethod
     def from_dict(cls, d, source="calibration"):
@@ -148,7 +192,8 @@ class Calibration:
         if missing:
             raise CalibrationError(f"{source}: missing {missing}")
         try:
-            return cls(d["comm"], d["spmm"], d["gemm"], dict(d.get("meta") or {}))
+            return cls(d["comm"], d["spmm"], d["gemm"], dict(d.get("meta") or {}),
+                       tuple(d.get("gemm_table") or ()))
         except CalibrationError as e:
             raise CalibrationError(f"{source}: {e}") from None
 
@@ -173,7 +218,7 @@ class Calibration:
 #: Used when no calibration file exists: 2 µs and 10 GB/s for every
 #: collective, SpMM at 1 ns per nnz·f, GEMM at 20 GFLOP/s and 10 GB/s.
 DEFAULT_CALIBRATION = Calibration(comm={"default": (2e-6, 1e-10)},
-                                  spmm=(5e-6, 1e-9, 2e-9, 5e-10),
+                                  spmm=(5e-6, 1e-9, 2e-9, 5e-10, 2e-10),
                                   gemm=(5e-6, 5e-11, 1e-10), meta={"source": "defaults"})
 
 

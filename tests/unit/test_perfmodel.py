@@ -17,13 +17,16 @@ from spgnn.perfmodel import (DEFAULT_CALIBRATION, FORMAT, Calibration, candidate
 from spgnn.testing.gnn_reference import normalize_adjacency
 
 CAL = Calibration(comm={"default": (1e-6, 1e-9), "allreduce": (3e-6, 2e-9)},
-                  spmm=(1e-5, 2e-9, 3e-9, 4e-10), gemm=(2e-6, 1e-11, 5e-10))
+                  spmm=(1e-5, 2e-9, 3e-9, 4e-10, 1e-10), gemm=(2e-6, 1e-11, 5e-10))
 
 
 def test_arithmetic_by_hand():
     assert CAL.comm_seconds("allreduce", 4, 1000) == pytest.approx(4 * 3e-6 + 1000 * 2e-9)
     assert CAL.comm_seconds("alltoallv", 3, 500) == pytest.approx(3e-6 + 500e-9)
     assert CAL.spmm_seconds(100, 1000, 16) == pytest.approx(1e-5 + 2e-9 * 16000 + 3e-6 + 4e-10 * 1600)
+    # 2**16 rows x 16 x 4 bytes = 16 x the cache: 4 more doublings of nnz*f at 1e-10
+    assert CAL.spmm_seconds(1 << 16, 1000, 16) == pytest.approx(
+        1e-5 + 2e-9 * 16000 + 3e-6 + 4e-10 * 16 * (1 << 16) + 1e-10 * 16000 * 4)
     # 2mkn = 2*10*20*30 flops, 4*(200 + 600 + 300) bytes
     assert CAL.gemm_seconds(10, 20, 30) == pytest.approx(2e-6 + 1e-11 * 12000 + 5e-10 * 4400)
     assert [kind_of(o) for o in ("allgatherv", "alltoall:counts", "allreduce:split", "send")] == \
@@ -126,7 +129,7 @@ def test_ranking_is_sorted_and_deterministic():
 
 def test_fits_recover_the_model():
     rng = np.random.default_rng(0)
-    true_spmm, true_gemm = (4e-6, 1.5e-9, 2e-9, 3e-10), (3e-6, 2e-11, 4e-10)
+    true_spmm, true_gemm = (4e-6, 1.5e-9, 2e-9, 3e-10, 2e-10), (3e-6, 2e-11, 4e-10)
     cal = Calibration({"default": (0, 0)}, true_spmm, true_gemm)
     spmm_samples = [(m, z, f, cal.spmm_seconds(m, z, f))
                     for m, z, f in zip(rng.integers(10, 10**5, 30), rng.integers(10, 10**6, 30),
@@ -159,7 +162,7 @@ def test_calibration_file_round_trip_and_bad_files(tmp_path, monkeypatch):
     assert load_calibration() == CAL
     good = CAL.to_dict()
     bad = {"not json": "{", "wrong format": json.dumps({**good, "format": "x"}),
-           "negative": json.dumps({**good, "spmm": [1, -1, 0, 0]}),
+           "negative": json.dumps({**good, "spmm": [1, -1, 0, 0, 0]}),
            "nan": json.dumps({**good, "gemm": [1, math.nan, 0]}),
            "short": json.dumps({**good, "gemm": [1, 2]}),
            "kind": json.dumps({**good, "comm": {**good["comm"], "gossip": [1, 1]}}),
@@ -174,3 +177,21 @@ def test_calibration_file_round_trip_and_bad_files(tmp_path, monkeypatch):
         assert str(p) in str(err.value), name
     with pytest.raises(CalibrationError, match="cannot read"):
         load_calibration(tmp_path / "nope.json")
+
+
+def test_gemm_table_interpolates_rates():
+    rate = 50e9                                    # every measured shape ran at 50 GFLOP/s
+    shapes = [(1000, 16, 16), (1000, 128, 128), (8000, 32, 8), (64, 4000, 64), (512, 512, 512)]
+    table = tuple((m, k, n, 2 * m * k * n / rate) for m, k, n in shapes)
+    cal = Calibration(CAL.comm, CAL.spmm, CAL.gemm, gemm_table=table)
+    assert cal.gemm_seconds(3000, 40, 7) == pytest.approx(2 * 3000 * 40 * 7 / rate)
+    assert cal.gemm_seconds(2, 2, 2) == pytest.approx(min(t for *_, t in table))   # the floor
+    assert cal.gemm_seconds(0, 5, 5) == 0.0
+    # a faster neighbourhood is predicted faster
+    fast = Calibration(CAL.comm, CAL.spmm, CAL.gemm,
+                       gemm_table=table[:-1] + ((512, 512, 512, table[-1][3] / 4),))
+    assert fast.gemm_seconds(400, 400, 400) < cal.gemm_seconds(400, 400, 400)
+    assert Calibration.from_dict(cal.to_dict()) == cal
+    for row in ([1, 2, 3], [1, 2, 0, 1e-3], [1, 2, 3, -1]):
+        with pytest.raises(CalibrationError, match="gemm_table"):
+            Calibration(CAL.comm, CAL.spmm, CAL.gemm, gemm_table=(row,))
