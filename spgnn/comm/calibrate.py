@@ -54,7 +54,7 @@ def measure_alpha_beta(comm, *, small=8, large=1 << 22, reps=20):
 
 
 #: Message sizes (bytes per rank) the collective calibration sweeps.
-COLLECTIVE_SIZES = (8, 1 << 10, 1 << 14, 1 << 17, 1 << 20, 1 << 22)
+COLLECTIVE_SIZES = (8, 1 << 10, 1 << 14, 1 << 17, 1 << 20, 1 << 22, 1 << 23)
 
 
 def measure_collectives(comm, *, sizes=COLLECTIVE_SIZES, reps=7):

@@ -140,7 +140,7 @@ def test_fits_recover_the_model():
     np.testing.assert_allclose(fit_gemm(gemm_samples), true_gemm, rtol=1e-6)
     comm = [(op, m, b, a + m + be * b) for op, a, be in (("allreduce", 0, 1e-9),
                                                            ("alltoallv", 0, 3e-9))
-            for m, b in ((1, 8), (2, 1 << 20), (1, 1 << 12))]
+            for m, b in ((1, 8), (2, 1 << 20), (1, 1 << 12), (2, 1 << 22))]
     comm = [(op, m, b, m * 2e-6 + b * (1e-9 if op == "allreduce" else 3e-9))
             for op, m, b, _ in comm]
     got = fit_comm(comm)
