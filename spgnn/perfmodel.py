@@ -480,7 +480,7 @@ def _predict_3d(a, ranks, dims, cal, grid, itemsize):
     g = dict(zip(AXES_3D, grid))
     n = a.shape[0]
     steps = []
-    terms = comm_terms_3d(n, dims, grid)
+    terms = comm_terms_3d(n, dims, grid, shard_input=False)    # DistGraph.from_graph default
     for layer, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
         o, i, d = roles_for_layer(layer)
         rows, nnz = local_work(a, "3d", ranks, grid=grid, layer=layer)

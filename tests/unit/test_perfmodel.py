@@ -105,7 +105,7 @@ def test_3d_bytes_follow_closed_form():
     a = normalize_adjacency(_graph(64).adj)
     for grid in ((2, 2, 2), (1, 2, 4), (4, 2, 1)):
         pred = predict_epoch(a, "3d", 8, [16, 8, 4], CAL, grid=grid, itemsize=4)
-        vol = comm_volume_3d(64, [16, 8, 4], grid, itemsize=4)["total"]
+        vol = comm_volume_3d(64, [16, 8, 4], grid, itemsize=4, shard_input=False)["total"]
         got = sum(s.nbytes for s in pred.steps if s.kind != "compute")
         assert vol <= got < vol + 4 * len(pred.steps)          # elements rounded up per step
     with pytest.raises(GridError):
