@@ -52,7 +52,7 @@ def median_seconds(fn, reps=5):
 
 def _load(spec):
     from spgnn.io import load_adjacency
-    from spgnn.testing.gnn_reference import normalize_adjacency
+    from spgnn.io.preprocess import normalized_adjacency as normalize_adjacency
 
     adj, name = load_adjacency(spec)
     return normalize_adjacency(adj).astype(np.float32), name
@@ -179,7 +179,7 @@ def measure_epochs(comm, spec, cal, *, feat=64, hidden=64, classes=8, epochs=7, 
     """
     from spgnn.gnn import GCN, Adam, DistGraph, Trainer
     from spgnn.perfmodel import predict_epoch
-    from spgnn.testing.gnn_reference import normalize_adjacency
+    from spgnn.io.preprocess import normalized_adjacency as normalize_adjacency
 
     graph = _epoch_graph(spec, feat, classes)
     dims = [feat, hidden, classes]
@@ -224,7 +224,7 @@ def extrapolation_table(spec, cal, ranks=(64, 256, 1024, 4096), dims=(128, 128, 
     from spgnn.io import load_adjacency
     from spgnn.partition import partition_graph, permute
     from spgnn.perfmodel import rank_configs
-    from spgnn.testing.gnn_reference import normalize_adjacency
+    from spgnn.io.preprocess import normalized_adjacency as normalize_adjacency
 
     adj, name = load_adjacency(spec)
     a = normalize_adjacency(adj)
