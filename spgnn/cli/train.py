@@ -88,11 +88,14 @@ def add_parser(sub):
     add_graph_options(p)
     p.add_argument("--model", default="gcn", choices=tuple(models),
                    help="; ".join(f"{n}: {s.help}" for n, s in models.items()))
-    p.add_argument("--algo", default="1d-aware", choices=DISTRIBUTED_ALGORITHMS)
+    p.add_argument("--algo", default="auto", choices=("auto",) + tuple(DISTRIBUTED_ALGORITHMS),
+                   help="auto (default): the configuration the performance model predicts "
+                        "fastest, with its --replication or --grid (spgnn.cli.auto)")
     p.add_argument("--partition", default="none", choices=tuple(PARTITIONERS))
     p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms and "
                                                               "partitioned sampling (default 2)")
-    p.add_argument("--grid", default=None, help="XxYxZ for 3d (default: the most cubic)")
+    p.add_argument("--grid", default=None, help="XxYxZ for 3d (with --algo auto: use 3d on "
+                                                "this grid; default for 3d: the most cubic)")
     p.add_argument("--backend", default=None, help="numpy | numba (default numba)")
     p.add_argument("--dtype", default="float32", choices=DTYPES)
     p.add_argument("--epochs", type=int, default=None,
@@ -266,8 +269,8 @@ def check_args(args, p):
         if args.algo in ("15d", "15d-aware") and (args.replication < 1 or p % args.replication):
             raise ValueError(f"train: --replication must divide the {p} ranks, but got "
                              f"{args.replication}")
-        if args.grid is not None and args.algo != "3d":
-            raise ValueError("train: --grid applies to --algo 3d only")
+        if args.grid is not None and args.algo not in ("3d", "auto"):
+            raise ValueError("train: --grid applies to --algo 3d (or auto) only")
         if args.grid is not None:
             parse_grid(args.grid, p, ndim=3, what="train: --grid")
         return
@@ -336,6 +339,8 @@ def _options(args):
 
 
 def _build_full_graph(comm, args, graph, spec):
+    if args.algo == "auto":
+        _choose_auto(comm, args, graph)
     kw = {}
     if args.algo == "3d" and args.grid:
         kw["grid"] = parse_grid(args.grid, comm.size, ndim=3, what="train: --grid")
@@ -349,6 +354,30 @@ def _build_full_graph(comm, args, graph, spec):
     opt = Adam(model.param_groups(args.weight_decay), lr=args.lr)
     trainer = Trainer(model, dg, opt) if lp is None else LabelPropTrainer(model, dg, opt, lp)
     return trainer, args.algo
+
+
+def _choose_auto(comm, args, graph):
+    """Replace ``--algo auto`` by the model's choice (agreed by all ranks), log the top 3."""
+    import sys
+
+    from .auto import choose, describe
+
+    dims = None
+    if graph is not None:       # rank 0; --feature-dim is already applied by load_root
+        dims = ([int(graph.features.shape[1])] + [args.hidden] * (args.layers - 1)
+                + [int(graph.num_classes)])
+    algo, c, grid, top = choose(comm, graph, dims, partition=args.partition, seed=args.seed,
+                                grid=args.grid)
+    args.algo, args.auto_choice = algo, top
+    if algo.startswith("15d"):
+        args.replication = c
+    if grid is not None:
+        args.grid = "x".join(map(str, grid))
+    if comm.rank == 0:
+        print(f"--algo auto chose {top[0]['algorithm']}"
+              f"{' --grid ' + args.grid if grid else ''}"
+              f"{' --replication %d' % c if algo.startswith('15d') else ''}:\n{describe(top)}",
+              file=sys.stderr, flush=True)
 
 
 def _build_minibatch(comm, args, graph, spec):
@@ -542,6 +571,7 @@ def _run(comm, args, spec, cfg, trainer, algorithm, name, selection, ckpt_dir, t
     bytes_epoch = [h[2] for h in metrics.history]
     g = trainer.graph
     out = {"graph": name, "ranks": p, "algorithm": algorithm, "model": args.model,
+           **({"auto": args.auto_choice} if getattr(args, "auto_choice", None) else {}),
            "seed": args.seed, "n": trainer.eval_graph.num_nodes,
            "features": trainer.eval_graph.num_features,
            "classes": trainer.eval_graph.num_classes,
