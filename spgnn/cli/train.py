@@ -112,6 +112,8 @@ def add_parser(sub):
     p.add_argument("--dropout", type=float, default=None,
                    help="default: " + ", ".join(f"{s.defaults['dropout']} ({n})"
                                                 for n, s in models.items()))
+    p.add_argument("--heads", type=int, default=None,
+                   help="attention heads of the hidden layers (--model gat; default 8)")
     p.add_argument("--bias", action="store_true", help="biases in the convolutions (Kipf: none)")
     p.add_argument("--seed", type=int, default=0, help="initialisation, dropout and partition seed")
     p.add_argument("--split", default=None,
