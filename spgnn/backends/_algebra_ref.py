@@ -11,7 +11,40 @@ import numpy as np
 from ..local.csr import LocalCSR
 from ..local.ops import binary_op, unary_op
 
-__all__ = ["mask_allowed", "filter_by_mask", "map_binary", "map_unary", "reduce_rows"]
+__all__ = ["mask_allowed", "filter_by_mask", "map_binary", "map_unary", "reduce_rows",
+           "spgemm_all"]
+
+
+def spgemm_all(a, b, semiring):
+    """The whole structural product ``A (+).(x) B`` of host blocks, any semiring.
+
+    Expands every product ``a(i,k) (x) b(k,j)`` (A's storage order, then B's),
+    stably sorts them by ``(i, j)`` and reduces each run left to right with
+    the monoid -- the order the compiled kernels use.
+    """
+    m, n = a.shape[0], b.shape[1]
+    dt = np.result_type(np.asarray(a.data), np.asarray(b.data))
+    a_idx = np.asarray(a.indices, dtype=np.int64)
+    b_indptr = np.asarray(b.indptr, dtype=np.int64)
+    per_a = np.diff(b_indptr)[a_idx]
+    total = int(per_a.sum())
+    ea = np.repeat(np.arange(a_idx.size, dtype=np.int64), per_a)
+    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(per_a) - per_a, per_a)
+    eb = b_indptr[a_idx[ea]] + within
+    i = np.repeat(np.arange(m, dtype=np.int64), np.diff(np.asarray(a.indptr)))[ea]
+    j = np.asarray(b.indices, dtype=np.int64)[eb]
+    v = np.asarray(semiring.mul(np.asarray(a.data).astype(dt)[ea],
+                                np.asarray(b.data).astype(dt)[eb]), dtype=dt)
+    order = np.lexsort((j, i))                    # stable: equal (i, j) keep storage order
+    i, j, v = i[order], j[order], v[order]
+    if total:
+        starts = np.flatnonzero(np.r_[True, (i[1:] != i[:-1]) | (j[1:] != j[:-1])])
+        data = np.asarray(semiring.add.op.reduceat(v, starts), dtype=dt)
+    else:
+        starts, data = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=dt)
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(i[starts], minlength=m), out=indptr[1:])
+    return LocalCSR(indptr, j[starts], data, (m, n), check=None)
 
 
 def _keys(indptr, indices, ncols):

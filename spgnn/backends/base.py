@@ -177,13 +177,17 @@ class Backend(ABC):
         masked-out entry.
         """
         from . import _algebra_ref as R
-        from .numpy_backend import NumpyBackend
 
         V.check_spgemm(a, b, "spgemm_masked")
-        ref = NumpyBackend()
-        h = lambda m: LocalCSR(*(np.asarray(self.to_host(t)) for t in (m.indptr, m.indices, m.data)),
-                               m.shape, check=None)
-        c = ref.spgemm(h(a), h(b), semiring)
+        semiring = V.check_semiring(semiring)
+        if semiring.row_mean:
+            raise ValueError("spgemm_masked: row_mean semirings are SpMM-only")
+
+        def h(m):
+            return LocalCSR(*(np.asarray(self.to_host(t)) for t in (m.indptr, m.indices, m.data)),
+                            m.shape, check=None)
+
+        c = R.spgemm_all(h(a), h(b), semiring)
         c = R.filter_by_mask(c, None if mask is None else h(mask), structure, complement)
         return LocalCSR(*(self.from_host(t) for t in (c.indptr, c.indices, c.data)), c.shape,
                         check=None)

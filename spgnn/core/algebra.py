@@ -27,6 +27,7 @@ from ..layout import Layout
 from ..local.csr import LocalCSR
 from ..local.ops import UnaryOp, as_mask, binary_op, unary_op
 from ..local.semiring import get_monoid
+from . import dispatch
 from ._dist_common import primary_owners, same_grid
 from .dist_dense import DistDenseMatrix
 from .dist_sparse import DistSparseMatrix, _exchange_coo
@@ -390,3 +391,7 @@ def _positions(wanted, have):
     within = np.arange(e.size, dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
     return order[np.repeat(lo, cnt) + within].astype(np.int64), e
 
+
+
+for _fn in (ewise_add, ewise_mult, apply, select):
+    dispatch.register(_fn.__name__, _fn)

@@ -38,6 +38,7 @@ from ..errors import DimensionMismatch, GridError, LayoutMismatch
 from ..layout import Layout
 from ..local.csr import LocalCSR
 from ..local.semiring import get_semiring
+from . import dispatch
 from ._dist_common import check_product
 from .algebra import ResultSpec, _check_alike, _check_sparse, _combine, check_mask, host_csr, write
 from .dist_sparse import DistSparseMatrix
@@ -295,3 +296,7 @@ def _flipped(s):
     if name not in ALL_SEMIRINGS:
         ALL_SEMIRINGS[name] = Semiring(name, s.add, flips[s.multiply])
     return ALL_SEMIRINGS[name]
+
+
+for _fn in (mxm, mxv, vxm):
+    dispatch.register(_fn.__name__, _fn)
