@@ -320,11 +320,11 @@ def _plan_mxm_1d(a, b, ra, rb, p, w):
         ev["idx"][q] = model_alltoallv(nnz[:, q] * 8, nnz[q] * 8, q)
         ev["val"][q] = model_alltoallv(nnz[:, q] * w, nnz[q] * w, q)
     lab = "mxm-1d:exchange"
-    return setup + [_event("alltoallv", lab, ("row",), ev["lens"], "mxm"),
-                    _event("allreduce:split", lab, ("row",), ev["split"], "mxm"),
-                    _event("alltoallv", lab, ("row",), ev["idx"], "mxm"),
-                    _event("allreduce:split", lab, ("row",), ev["split"], "mxm"),
-                    _event("alltoallv", lab, ("row",), ev["val"], "mxm")]
+    return setup + [_event("alltoallv", lab, ("row",), ev["lens"], "spmm"),
+                    _event("allreduce:split", lab, ("row",), ev["split"], "spmm"),
+                    _event("alltoallv", lab, ("row",), ev["idx"], "spmm"),
+                    _event("allreduce:split", lab, ("row",), ev["split"], "spmm"),
+                    _event("alltoallv", lab, ("row",), ev["val"], "spmm")]
 
 
 def _block_nnz(m, r_off, c_off):
@@ -360,7 +360,7 @@ def _plan_mxm_summa(a, b, q, w):
                     sent[root] = m * (q - 1)
                     msgs[root] = (q - 1) if m > 0 else 0
                 events.append(PlannedEvent("bcast", f"mxm-summa:{which}", axis, sent, recv, msgs,
-                                           "mxm"))
+                                           "spmm"))
     return events
 
 
@@ -373,11 +373,11 @@ def plan_mxm(a, b, algorithm, ranks, *, offsets=None, b_offsets=None, itemsize=8
 
     ``1d``: A and B split by rows at ``offsets`` and ``b_offsets`` (default
     even); setup events (phase ``"setup"``: the cached exchange plan) and
-    per-call events (phase ``"mxm"``).  ``summa``: a square ``q x q`` grid
+    per-call events (phase ``"spmm"``: every multiply).  ``summa``: a square ``q x q`` grid
     with even splits (:class:`~spgnn.errors.GridError` when ``ranks`` is
     not a square).  ``itemsize`` is the bytes per value (8: float64).
-    Returns an :class:`SpmmPlan` (``feat`` = 0); ``bytes_total("mxm")``
-    is the bytes one multiply moves.
+    Returns an :class:`SpmmPlan` (``feat`` = 0); ``bytes_total()`` is the
+    bytes one multiply moves, ``bytes_total("setup")`` the plan's.
     """
     a, b = sp.csr_array(a), sp.csr_array(b)
     if a.shape[1] != b.shape[0]:

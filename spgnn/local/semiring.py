@@ -28,7 +28,7 @@ __all__ = [
     "plus_pair", "plus_second", "max_second", "min_second", "mean",
     "SEMIRINGS", "get_semiring", "partial_semiring",
     "LOR", "LAND", "ANY", "MONOIDS", "ALL_SEMIRINGS", "lor_land", "any_pair", "plus_first",
-    "min_first", "any_second", "register_monoid", "register_semiring",
+    "min_first", "any_second", "any_first", "register_monoid", "register_semiring",
     "get_monoid",
 ]
 
@@ -139,6 +139,7 @@ any_pair = Semiring("any_pair", ANY, "pair")
 plus_first = Semiring("plus_first", PLUS, "first")
 min_first = Semiring("min_first", MIN, "first")
 any_second = Semiring("any_second", ANY, "second")
+any_first = Semiring("any_first", ANY, "first")
 
 #: Every semiring known by name: :data:`SEMIRINGS` (those the SpMM/SDDMM
 #: kernels implement), the GraphBLAS ones only the generic kernels run
@@ -147,7 +148,7 @@ any_second = Semiring("any_second", ANY, "second")
 #: element-wise operations take any of them.
 ALL_SEMIRINGS = dict(SEMIRINGS)
 ALL_SEMIRINGS.update({s.name: s for s in (lor_land, any_pair, plus_first, min_first,
-                                          any_second)})
+                                          any_second, any_first)})
 
 
 def register_monoid(name, op=None, identity=0.0) -> Monoid:

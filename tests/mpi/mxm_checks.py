@@ -135,13 +135,13 @@ def check_mxm(comm, case, backend="numpy"):
                     else None, b_offsets=B.layout.offsets(grid, b.shape[0], 0)
                     if algo == "1d" else None, itemsize=8)
     mine = [e for e in first if e.label.startswith("mxm-")]
-    want = _by_key_plan(plan, ("setup", "mxm"), comm.rank)
+    want = _by_key_plan(plan, ("setup", "spmm"), comm.rank)
     collective_assert(comm, _strip(_by_key(mine)) == _strip(want),
                       f"ledger {_by_key(mine)} != plan {want} for {case}")
     with comm.track("mxm-again") as again:
         mxm(A, B, case["semiring"], algorithm=algo)
     again = [e for e in again.events if e.label.startswith("mxm-")]
-    collective_assert(comm, _strip(_by_key(again)) == _strip(_by_key_plan(plan, ("mxm",), comm.rank)),
+    collective_assert(comm, _strip(_by_key(again)) == _strip(_by_key_plan(plan, ("spmm",), comm.rank)),
                       f"second call ledger differs from plan for {case}")
 
 
