@@ -19,6 +19,9 @@ from spgnn.partition import PARTITIONERS, partition_graph, permute, write_partit
 from . import json_safe
 from ._graph_options import add_graph_options, graph_options
 
+#: Distributed SpGEMM ``A·A`` algorithms (spgnn.core.mxm) the command also plans.
+MXM_ALGOS = ("mxm-1d", "mxm-summa")
+
 
 def add_parser(sub):
     p = sub.add_parser("plan", help="plan SpMM communication for many rank counts without running them")
@@ -28,7 +31,8 @@ def add_parser(sub):
     p.add_argument("--ranks", default="8,64,256,1024", help="comma-separated rank counts")
     p.add_argument("--feat", type=int, default=128, help="columns of X (default 128)")
     p.add_argument("--algos", default=",".join(DISTRIBUTED_ALGORITHMS),
-                   help="comma-separated algorithms")
+                   help="comma-separated algorithms: SpMM ones, and mxm-1d, mxm-summa "
+                        "(SpGEMM A·A; summa only at square rank counts)")
     p.add_argument("--partition", default="metis", choices=tuple(PARTITIONERS),
                    help="row order and blocks (spgnn.partition.PARTITIONERS; default metis)")
     p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms (default 2)")
@@ -117,15 +121,15 @@ def _check_plan_args(args):
 def plan_all(args):
     """Every (ranks, algorithm) plan as dicts, plus the partitions used. Local."""
     from spgnn.io import load_adjacency
-    from spgnn.planner import best_grid_3d, plan_spmm
+    from spgnn.planner import best_grid_3d, plan_mxm, plan_spmm
 
 
     _check_plan_args(args)
     ranks_list = _parse_list(args.ranks, "ranks", int)
     algos = _parse_list(args.algos, "algos")
-    bad = [a for a in algos if a not in DISTRIBUTED_ALGORITHMS]
+    bad = [a for a in algos if a not in DISTRIBUTED_ALGORITHMS + MXM_ALGOS]
     if bad or min(ranks_list) < 1:
-        raise ValueError(f"plan: algorithms must be among {DISTRIBUTED_ALGORITHMS} and ranks "
+        raise ValueError(f"plan: algorithms must be among {DISTRIBUTED_ALGORITHMS + MXM_ALGOS} and ranks "
                          f"positive, but got algos={algos}, ranks={ranks_list}")
     adj, name = load_adjacency(args.graph, **graph_options(args))
     n = adj.shape[0]
@@ -142,6 +146,16 @@ def plan_all(args):
     for p in ranks_list:
         for algo in algos:
             extra, blocks = {}, p
+            if algo in MXM_ALGOS:                  # SpGEMM A·A (float64 values)
+                kind = algo[len("mxm-"):]
+                if kind == "summa" and int(round(p ** 0.5)) ** 2 != p:
+                    continue                       # SUMMA needs a square grid
+                _, offsets, a = ordered(p) if kind == "1d" else (None, None, adj)
+                plan = plan_mxm(a, a, kind, p, offsets=offsets, b_offsets=offsets)
+                row = plan.to_dict(alpha, beta)
+                row["setup_bytes_total"] = plan.bytes_total("setup")
+                rows.append(row)
+                continue
             if algo in ("15d", "15d-aware"):
                 if p % args.replication:
                     continue                       # c must divide P
