@@ -10,6 +10,14 @@ Run: ``mpiexec -n P python -m mpi4py tests/mpi/hec_checks.py``.
   gradients per iteration and divides by the number of loss terms.  The
   partition is random with a fixed seed, so uneven minibatch counts occur
   (empty steps).
+* :func:`check_hec_exact_equals_off` -- the HEC with cs, ls, nc unbounded,
+  d = 0, only level 0 cached and prefilled trains bit for bit like
+  ``--hec off``, with every level-0 halo request a hit.
+* :func:`check_hec_protocol` -- ledger push bytes per level equal
+  pushed rows x (f x itemsize + 8) exactly; every pushed row is received
+  once (global sums); 0 <= hits <= requests; staleness within d..d+ls; at
+  most nc rows per peer per push; M - d pushes per level per epoch;
+  replicas identical; for each miss policy.
 """
 
 import sys
@@ -111,12 +119,69 @@ def check_partitioned(comm, graph, cfg, ref):
     collective_assert(comm, all(r["steps"] == tr.iterations for r in recs), "steps")
 
 
+
+
+# ------------------------------------------------------------------ the cache
+HEC_CFG = dict(CFG, partition="metis", batch_size=6, epochs=2)
+
+
+def check_hec_exact_equals_off(comm, graph, cfg=HEC_CFG):
+    """cs, ls, nc unbounded, d = 0, level 0 only, prefilled: bit-identical to --hec off. Collective."""
+    from spgnn.gnn.hec import HECConfig, HECRunner
+    off, _, _ = train_partitioned(comm, graph, cfg)
+    on, recs, _ = train_partitioned(comm, graph, cfg, hec=HECRunner(
+        HECConfig(cs=None, ls=None, nc=None, d=0, levels=1, prefill=True)))
+    for e, (a, b) in enumerate(zip(off, on)):
+        for name in a:
+            collective_assert(comm, np.array_equal(a[name], b[name]),
+                              f"epoch {e} {name}: HEC exact differs from --hec off")
+    st = recs[-1]["hec"]["L0"]
+    collective_assert(comm, st["hits"] == st["requests"], f"prefilled level 0 missed: {st}")
+
+
+def check_hec_protocol(comm, graph, cfg=HEC_CFG, d=1, nc=3, ls=1, policy="drop"):
+    """Push bytes, exactly-once delivery, hit counts, cap and schedule. Collective."""
+    from spgnn.gnn.hec import HECConfig, HECRunner
+    runner = HECRunner(HECConfig(cs=1000, ls=ls, nc=nc, d=d, miss_policy=policy))
+    with comm.track("whole") as st:
+        states, recs, tr = train_partitioned(comm, graph, dict(cfg, epochs=1), hec=runner)
+    rec = recs[-1]["hec"]
+    item = np.dtype(np.float64).itemsize
+    for lvl, dim in enumerate(runner.dims):
+        s = rec[f"L{lvl}"]
+        sent = sum(ev.bytes_sent for ev in st.events
+                   if ev.label.endswith((f"hec:push:L{lvl}:ids", f"hec:push:L{lvl}:rows")))
+        # bytes to myself are not counted by the ledger; pushes never go to oneself
+        collective_assert(comm, sent == s["pushed"] * (dim * item + 8),
+                          f"L{lvl}: ledger push bytes {sent} != {s['pushed']} x ({dim} x {item} + 8)")
+        tot = comm.allreduce(np.array([s["pushed"], s["received"]], dtype=np.int64),
+                             label="check")
+        collective_assert(comm, tot[0] == tot[1], f"L{lvl}: pushed {tot[0]} received {tot[1]}")
+        collective_assert(comm, 0 <= s["hits"] <= s["requests"], f"L{lvl}: {s}")
+        ok = lvl == 0 or s["stale_min"] is None or d <= s["stale_min"] <= s["stale_max"] <= d + ls
+        collective_assert(comm, ok, f"L{lvl} staleness outside d..d+ls: {s}")
+    # the cap: at most nc per peer per level per iteration
+    calls = [ev for ev in st.events if ev.label.endswith(":ids") and ":push:" in ev.label]
+    collective_assert(comm, all(ev.bytes_sent <= 8 * nc * (comm.size - 1) for ev in calls),
+                      "push cap exceeded")
+    # the schedule: M - d pushes per level
+    m = tr.iterations
+    per_level = len(calls) // max(len(runner.dims), 1)
+    collective_assert(comm, per_level == max(m - d, 0), f"{per_level} pushes, M={m}, d={d}")
+    for name, v in states[-1].items():
+        assert_dist_equal(comm, v, comm.bcast_obj(v, root=0), f"{name} replicas")
+        collective_assert(comm, np.isfinite(v).all(), f"{name} not finite")
+
+
 def main():
     comm = Communicator.world()
     g = small_graph()
     ref = reference_partitioned(g, comm.size, CFG) if comm.rank == 0 else None
     ref = comm.bcast_obj(ref, root=0)
     check_partitioned(comm, g, CFG, ref)
+    check_hec_exact_equals_off(comm, g)
+    for d, nc, ls, policy in ((1, 3, 1, "drop"), (0, 2, 0, "keep-local"), (2, 50, 3, "zero")):
+        check_hec_protocol(comm, g, HEC_CFG, d, nc, ls, policy)
     if comm.rank == 0:
         print(f"OK hec_checks {comm.size} ranks", flush=True)
 
