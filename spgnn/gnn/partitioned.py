@@ -274,6 +274,8 @@ class PartitionedTrainer(MinibatchTrainer):
         rec = dict(epoch=epoch, loss=loss_sum / max(count, 1.0),
                    train_acc=correct / max(count, 1.0), steps=self.iterations,
                    bytes=int(stats.total("bytes_sent")), bytes_by_label=by_label,
+                   fetch_bytes=int(sum(v["bytes_recv"] for k, v in stats.by_label().items()
+                                       if "halo-fetch" in k)),
                    seconds=time.perf_counter() - t0)
         if self.hec is not None:
             rec["hec"] = self.hec.epoch_record()
