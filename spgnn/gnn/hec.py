@@ -182,6 +182,9 @@ class HECRunner:
     def attach(self, trainer):
         """Size the caches, exchange halo lists (``db_halo``). Collective (``hec:setup``)."""
         cfg = self.config
+        if self.trainer is not None:
+            raise ValueError("HECRunner: already attached to a trainer; build one per trainer "
+                             "(and per rank: it holds that rank's caches)")
         cfg.validate(trainer.comm.size)
         self.trainer = trainer
         hg = self.hg = trainer.halo
