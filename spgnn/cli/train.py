@@ -64,6 +64,7 @@ from ..io.preprocess import random_projection, row_normalize_features
 from ..io.synthetic import (FEATURE_SPECS, LABEL_SPECS, check_feature_spec, check_label_spec,
                             with_synthetic)
 from ..partition import PARTITIONERS
+from . import hec_options
 from ..sampling import GraphSAGESampler, LADIESSampler
 
 DTYPES = ("float32", "float64")
@@ -164,6 +165,7 @@ def add_parser(sub):
     comp.add_argument("--label-prop", type=float, default=0.0, metavar="RATIO",
                       help="UniMP masked label embedding: each epoch every training node's "
                            "label joins its input with probability RATIO (0: off; paper 0.62)")
+    hec_options.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(command="train")
@@ -289,12 +291,15 @@ def check_args(args, p):
         raise ValueError(f"train: --ladies-size must be >= 1, but got {args.ladies_size}")
     if args.partition_mode == "partitioned" and (args.replication < 1 or p % args.replication):
         raise ValueError(f"train: --replication {args.replication} must divide the {p} ranks")
+    hec_options.check(args, p)
 
 
 def _config(args, p):
     spec = MODELS[args.model]
     keys = _CONFIG_KEYS + ((_MINIBATCH_CONFIG_KEYS + spec.options)
                            if spec.training == "minibatch" else ())
+    if spec.training == "minibatch" and hec_options.enabled(args):
+        keys += hec_options.CONFIG_KEYS
     cfg = {k: getattr(args, k) for k in keys}
     # ./x and x are one file: compare real paths (a generator spec stays as given)
     cfg["graph"] = os.path.realpath(args.graph) if os.path.exists(args.graph) else str(args.graph)
@@ -386,6 +391,8 @@ def _build_minibatch(comm, args, graph, spec):
     fanout = _parse_fanout(args.fanout)
     c = args.replication if args.partition_mode == "partitioned" else 1
     dtype = np.dtype(args.dtype)
+    if hec_options.enabled(args):
+        return hec_options.build(comm, args, graph, spec, fanout, dtype, _options(args))
     mg = MinibatchGraph.from_graph(graph, comm, mode=args.partition_mode, replication=c, root=0,
                                    dtype=dtype, backend=args.backend,
                                    normalize_features=not args.feature_dim)
@@ -605,11 +612,15 @@ def _run(comm, args, spec, cfg, trainer, algorithm, name, selection, ckpt_dir, t
     out.update({"sampler": args.sampler, "fanout": list(_parse_fanout(args.fanout)),
                 "batch_size": args.batch_size, "bulk": args.bulk,
                 "partition_mode": args.partition_mode, "replication": g.replication,
-                "hidden": args.hidden, "steps_per_epoch": int(trainer.schedule().shape[0]),
+                "hidden": args.hidden,
+                "steps_per_epoch": int(getattr(trainer, "iterations", None)
+                                       or trainer.schedule().shape[0]),
                 "fetch_bytes_per_epoch": fetch,
                 "model_selection": "best-val" if restored else "last",
                 "last_epoch_test_acc": last_ev["test_acc"],
                 "last_epoch_val_acc": last_ev["val_acc"], **best})
+    if hec_options.enabled(args):
+        out.update(hec_options.report(comm, trainer, last))
     return out
 
 
