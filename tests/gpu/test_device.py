@@ -83,8 +83,10 @@ def test_elementwise_bit_identical(gpu, reference, dtype):
                                                                *args).tobytes()
 
 
-def test_host_round_trip_operations(gpu, reference):
+def test_extract_and_round_trip_operations(gpu, reference):
     a, _ = build_csr((60, 50), 0.1, 5)
-    got, want = gpu.transpose(_dev(gpu, a)), reference.transpose(a)
-    assert np.array_equal(gpu.to_host(got.indices), want.indices)
-    assert np.array_equal(gpu.to_host(got.data), want.data)
+    for got, want in ((gpu.transpose(_dev(gpu, a)), reference.transpose(a)),
+                      (gpu.extract_rows(_dev(gpu, a), gpu.from_host(np.array([5, 0, 5, 59]))),
+                       reference.extract_rows(a, [5, 0, 5, 59]))):
+        for f in ("indptr", "indices", "data"):
+            assert np.array_equal(gpu.to_host(getattr(got, f)), getattr(want, f)), f
