@@ -95,6 +95,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from ..local.alloc import empty
+from ..local.csr import LocalCSR
 from . import _validate as V
 
 __all__ = ["Backend"]
@@ -164,6 +165,48 @@ class Backend(ABC):
         V.check_spgemm(a, b, "spgemm")      # errors name the call the user made
         return self.spgemm_numeric(a, b, self.spgemm_symbolic(a, b), semiring)
 
+    def spgemm_masked(self, a, b, semiring, mask=None, *, structure=False, complement=False):
+        """``C<M> = A (+).(x) B`` for any semiring of the registry. Local.
+
+        ``mask`` is a :class:`LocalCSR` of the output's shape with sorted,
+        duplicate-free rows (or ``None``: no mask); ``structure`` allows its
+        stored entries, else its non-zero ones; ``complement`` inverts.  The
+        result holds exactly the allowed entries of the structural product,
+        sorted.  This default is the host reference (compute everything,
+        keep the allowed); the numba backend's kernel never forms a
+        masked-out entry.
+        """
+        from . import _algebra_ref as R
+
+        V.check_spgemm(a, b, "spgemm_masked")
+        semiring = V.check_semiring(semiring)
+        if semiring.row_mean:
+            raise ValueError("spgemm_masked: row_mean semirings are SpMM-only")
+
+        def h(m):
+            return LocalCSR(*(np.asarray(self.to_host(t)) for t in (m.indptr, m.indices, m.data)),
+                            m.shape, check=None)
+
+        c = R.spgemm_all(h(a), h(b), semiring)
+        c = R.filter_by_mask(c, None if mask is None else h(mask), structure, complement)
+        return LocalCSR(*(self.from_host(t) for t in (c.indptr, c.indices, c.data)), c.shape,
+                        check=None)
+
+    def map_binary(self, op, x, y):
+        """``op(x[e], y[e])`` over two 1-D host arrays of equal length. Local."""
+        from . import _algebra_ref as R
+        return R.map_binary(op, x, y)
+
+    def map_unary(self, op, x, rows=None, cols=None):
+        """``op(x[e])``, or ``op(x[e], rows[e], cols[e])`` for an index-aware op. Local."""
+        from . import _algebra_ref as R
+        return R.map_unary(op, x, rows, cols)
+
+    def reduce_rows(self, monoid, indptr, data, nrows):
+        """``(values, has)`` per row: the monoid's reduction and whether the row had entries."""
+        from . import _algebra_ref as R
+        return R.reduce_rows(monoid, indptr, data, nrows)
+
     @abstractmethod
     def sddmm(self, a, x, y, semiring): ...
 
@@ -205,6 +248,24 @@ class Backend(ABC):
     @abstractmethod
     def dropout_csr(self, indptr, indices, data, p, base, rows, col0, ncols):
         """Counter-based inverted dropout of a CSR block's stored entries: new ``data``. Local."""
+
+    # -- message codec (paper 004 §2.6; host buffers, see spgnn/backends/_quant.py)
+    def quantize_rows(self, x, seg_counts, bits, rounding, param_dtype, base, row_keys):
+        """``(codes, params)``: per-row min/max ``bits``-bit codes, node-axis packed. Local.
+
+        Runs on host arrays (the codec sits next to the alltoallv); a device
+        backend inherits it.  Raises DTypeError on a NaN or infinite row.
+        """
+        from . import _quant
+
+        return _quant.encode(self.to_host(x), seg_counts, bits, rounding, param_dtype, base,
+                             row_keys)
+
+    def dequantize_rows(self, codes, params, seg_counts, bits, width, dtype=np.float32):
+        """The rows :meth:`quantize_rows` coded, as a host array. Local."""
+        from . import _quant
+
+        return _quant.decode(codes, params, seg_counts, bits, width, dtype)
 
     # -- historical embedding cache (spgnn.gnn.hec; kernels/numba/hec.py) --------
     # Not abstract: the numpy versions below are the reference; the numba

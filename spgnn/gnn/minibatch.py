@@ -479,7 +479,9 @@ class MinibatchTrainer(Trainer):
                     bytes=int(stats.total("bytes_sent")),
                     fetch_bytes=int(sum(stats.total("bytes_recv", label=f"{g.features.label}:{x}")
                                         for x in ("ids", "rows"))),
-                    seconds=time.perf_counter() - t0)
+                    seconds=time.perf_counter() - t0,
+                    bytes_by_label={k: int(v["bytes_sent"])
+                                    for k, v in stats.by_label().items()})
 
     # -- resumption ----------------------------------------------------------- #
     def _placement(self):
