@@ -25,6 +25,7 @@ __all__ = [
     "BackendUnavailable",
     "BackendMismatch",
     "GraphFormatError",
+    "InputTooLarge",
     "RankMismatch",
     "DownloadError",
     "ChecksumError",
@@ -79,6 +80,17 @@ class GraphFormatError(SpgnnError, ValueError):
 
     The message starts with the file, then the 1-based line number for text
     formats (``edges.txt:17: ...``) or the member / key for binary ones.
+    """
+
+
+class InputTooLarge(SpgnnError, MemoryError, ValueError):
+    """An input would need more memory than spgnn allows it: a vertex count or
+    size declared by a small file, a compressed file that expands past its limit,
+    a generator spec, a class id in the billions.
+
+    Raised before the allocation, naming the file (or option) and the number; a
+    ``ValueError`` too, so command lines report it in one line.  The limits are
+    documented in ``docs/reliability.md`` (``SPGNN_MAX_INPUT_BYTES``).
     """
 
 
