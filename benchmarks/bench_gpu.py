@@ -1,6 +1,6 @@
 """GPU kernels vs cuSPARSE and torch CUDA: SpMM and SDDMM on random power-law-free graphs.
 
-Ready to run, NOT YET RUN ON A GPU (docs/gpu.md).  Needs CuPy and a device;
+Run on an H100 on 2026-11-26 (docs/gpu.md has the numbers).  Needs CuPy and a device;
 torch with CUDA is optional.  Prints ratios vs cuSPARSE and writes JSON::
 
     python benchmarks/bench_gpu.py [--n 200000] [--deg 16] [--f 16 64 256] [--out FILE]
