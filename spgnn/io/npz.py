@@ -149,6 +149,8 @@ def load_npz(path, *, name=None) -> Graph:
         gname = name or (str(get("name")) if "name" in keys else _stem(path))
     try:
         return Graph(adj=adj, name=gname, **fields)
+    except InputTooLarge as e:
+        raise InputTooLarge(f"{label}: {e}") from None
     except (ValueError, TypeError) as e:
         raise GraphFormatError(f"{label}: {e}") from None
 
