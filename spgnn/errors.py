@@ -32,6 +32,7 @@ __all__ = [
     "MissingDependency",
     "RemoteError",
     "CheckpointError",
+    "CalibrationError",
     "NonFiniteError",
     "LoopbackAborted",
     "SpgnnEfficiencyWarning",
@@ -129,6 +130,11 @@ class CheckpointError(SpgnnError, ValueError):
 
     The message names the file (or the directory) concerned.
     """
+
+
+class CalibrationError(SpgnnError, ValueError):
+    """A performance-model calibration file or fit is unusable (unreadable, wrong format,
+    negative or non-finite coefficients, too few samples); the message names the file."""
 
 
 class NonFiniteError(SpgnnError, FloatingPointError):
