@@ -107,8 +107,8 @@ def check_vertices(n: int, m: int, label: str, *, declared: str = "", hint: str 
     if n > 2 * m + MAX_ISOLATED:
         where = declared or "the largest vertex id"
         raise InputTooLarge(
-            f"{label}: {where} implies {n:,} vertices, but its {m:,} edges touch at most "
-            f"{2 * m:,}; more than {MAX_ISOLATED:,} isolated vertices are refused"
+            f"{label}: {where} implies {n:,} vertices, but its {m:,} edge{'s' * (m != 1)} "
+            f"touch{'es' * (m == 1)} at most {2 * m:,}; more than {MAX_ISOLATED:,} isolated vertices are refused"
             + (f" ({hint})" if hint else ""))
     # indptr (int64) + per edge: both directions, int64 coordinates, float32 values.
     check_alloc(8 * (n + 1) + 40 * m, label, f"a graph of {n:,} vertices and {m:,} edges")

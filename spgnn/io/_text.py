@@ -153,11 +153,6 @@ def _diagnose_table(text, ncols, label, comment, first_line, dtype, what):
     raise GraphFormatError(f"{label}: could not parse the numbers in this file")
 
 
-def _header_like(line: bytes) -> bool:
-    """A first line with letters in it (``id_1,id_2``, ``FromNodeId ToNodeId``) is a header."""
-    return re.search(rb"[A-Za-z_]", line) is not None
-
-
 def _stem(path) -> str:
     name = Path(path).name
     for ext in (".gz", ".txt", ".csv", ".tsv", ".edges", ".el", ".jlg", ".lg", ".mtx", ".npz"):

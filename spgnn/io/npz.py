@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import zipfile
 import zlib
 
 import numpy as np
 import scipy.sparse as sp
 
+from ..atomic import write_npz_atomic
 from ..errors import GraphFormatError, InputTooLarge
 from ._files import MAX_RATIO, RATIO_FLOOR, memory_limit, open_regular
 from ._text import _label, _stem
@@ -149,6 +151,8 @@ def load_npz(path, *, name=None) -> Graph:
         gname = name or (str(get("name")) if "name" in keys else _stem(path))
     try:
         return Graph(adj=adj, name=gname, **fields)
+    except InputTooLarge as e:
+        raise InputTooLarge(f"{label}: {e}") from None
     except (ValueError, TypeError) as e:
         raise GraphFormatError(f"{label}: {e}") from None
 
@@ -156,7 +160,9 @@ def load_npz(path, *, name=None) -> Graph:
 def save_npz(graph: Graph, path, *, compressed=True) -> None:
     """Write ``graph`` to ``path`` in the graph layout :func:`load_npz` reads.
 
-    ``numpy`` appends ``.npz`` when ``path`` lacks it.  Sparse features are
+    ``.npz`` is appended when ``path`` lacks it, as numpy does.  The file is
+    written atomically (:mod:`spgnn.atomic`): a full disk leaves no partial
+    file or temporary behind, and the ``OSError`` names ``path``.  Sparse features are
     written as ``attr_*`` keys, dense ones as ``features``.
     """
     a = graph.adj
@@ -175,4 +181,7 @@ def save_npz(graph: Graph, path, *, compressed=True) -> None:
             out[key] = v
     if graph.class_names is not None:
         out["class_names"] = np.asarray(graph.class_names, dtype=str)
-    (np.savez_compressed if compressed else np.savez)(path, **out)
+    path = os.fspath(path)
+    if not path.endswith(".npz"):   # as numpy does
+        path += ".npz"
+    write_npz_atomic(path, out, compressed=compressed)

@@ -151,7 +151,7 @@ def load_planetoid(root, name, *, val_size=500) -> Graph:
     member = {part: root / f"ind.{name}.{part}"
               for part in ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")}
     for p in member.values():
-        if not p.is_file():
+        if not p.exists():   # a FIFO or device is refused by name when read
             raise FileNotFoundError(f"load_planetoid: missing Planetoid file {p}")
     x = _planetoid_sparse(_unpickle(member["x"]), member["x"])
     tx = _planetoid_sparse(_unpickle(member["tx"]), member["tx"])
