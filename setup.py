@@ -12,7 +12,7 @@ setup(
     # spgnn's own packages are found; kernels/ is mapped to spgnn._kernels.
     packages=find_packages(include=["spgnn", "spgnn.*"]) + ["spgnn._kernels", "spgnn._kernels.numba"],
     package_dir={"spgnn._kernels": "kernels"},
-    package_data={"spgnn._kernels": ["README.md", "cuda/*.cu", "cuda/*.cuh"]},
+    package_data={"spgnn._kernels": ["README.md", "cuda/*.cu", "cuda/*.cuh", "cuda/*.h"]},
     install_requires=[
         "numpy>=1.24,<2.6",  # numba 0.68 supports numpy < 2.6
         "scipy>=1.10",

@@ -12,7 +12,9 @@ from ..backends import get_backend
 from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure, LayoutMismatch
 from ..layout import Layout
 from ..local.csr import VALUE_DTYPES, LocalCSR
+from ..local.ops import Mask
 from . import dispatch
+from .expr import Expr, Target
 from ._dist_common import (as_layout, check_grid, check_shape, fingerprint, primary_owners,
                            same_on_every_rank, transfer_rects)
 
@@ -269,6 +271,45 @@ class DistSparseMatrix:
             got = self.transpose().redistribute(self.layout)
             self._cache["transposed"] = got
         return got
+
+    # -- GraphBLAS expressions (evaluated by ``<<`` or ``.new()``; see spgnn.core.expr) ----
+    @property
+    def S(self) -> Mask:
+        """This matrix as a structural mask (its stored entries); ``~A.S`` complements."""
+        return Mask(self, structure=True)
+
+    @property
+    def V(self) -> Mask:
+        """This matrix as a value mask (its non-zero entries)."""
+        return Mask(self, structure=False)
+
+    def __call__(self, mask=None, accum=None, replace=False) -> Target:
+        """``C(mask=M.S, accum="plus", replace=True) << expr`` writes ``expr`` into C."""
+        return Target(self, mask, accum, replace)
+
+    def __lshift__(self, expr):
+        """``C << expr``: evaluate into C (no mask, no accum). Collective."""
+        return Target(self) << expr
+
+    def mxm(self, other, semiring="plus_times", *, algorithm=None) -> Expr:
+        """``self (+).(x) other`` (sparse x sparse; :func:`spgnn.core.mxm.mxm`), deferred."""
+        return Expr("mxm", self, other, semiring, algorithm=algorithm)
+
+    def mxv(self, v, semiring="plus_times") -> Expr:
+        """``self (+).(x) v`` for an ``n x 1`` sparse vector, deferred."""
+        return Expr("mxv", self, v, semiring)
+
+    def ewise_add(self, other, op="plus") -> Expr:
+        return Expr("ewise_add", self, other, op)
+
+    def ewise_mult(self, other, op="times") -> Expr:
+        return Expr("ewise_mult", self, other, op)
+
+    def apply(self, op) -> Expr:
+        return Expr("apply", self, op)
+
+    def select(self, selector, thunk=0) -> Expr:
+        return Expr("select", self, selector, thunk)
 
     def __matmul__(self, other):
         """``A @ X`` is ``spmm(A, X)`` (plus_times, algorithm from the layouts). Collective."""
