@@ -20,8 +20,8 @@ def _train(nprocs, *extra):
 
 @pytest.fixture(scope="module")
 def runs():
-    out = {(agg, "none"): _train(3, "--aggregation", agg) for agg in ("post", "pre", "hybrid")}
-    out["hybrid", "int2"] = _train(3, "--aggregation", "hybrid", "--quantize", "int2")
+    out = {(agg, "none"): _train(2, "--aggregation", agg) for agg in ("post", "pre", "hybrid")}
+    out["hybrid", "int2"] = _train(2, "--aggregation", "hybrid", "--quantize", "int2")
     return out
 
 
