@@ -55,6 +55,33 @@ def row(rec):
             f"{rec['grad_bytes']:,} | {rates} | {rec['seconds_per_epoch']:.2f} |")
 
 
+def plot(jsonl, path):
+    """Halo bytes per epoch and test accuracy per configuration (mean over seeds)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    recs = [json.loads(line) for f in jsonl for line in open(f)]
+    groups = {}
+    for r in recs:
+        key = f"{r['bench_graph']} P={r['ranks']}\n{' '.join(r['bench_extra'][1:]) or 'on'}" \
+            if r["hec"] == "on" else f"{r['bench_graph']} P={r['ranks']}\n--hec off"
+        groups.setdefault(key, []).append(r)
+    keys = list(groups)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    a.bar(range(len(keys)), [sum(r["halo_bytes"] for r in groups[k]) / len(groups[k]) / 1e6
+                             for k in keys])
+    a.set_ylabel("halo bytes per epoch (MB, all ranks)")
+    a.set_yscale("log")
+    b.bar(range(len(keys)), [sum(r["test_acc"] for r in groups[k]) / len(groups[k]) for k in keys])
+    b.set_ylabel("test accuracy (mean over seeds)")
+    b.set_ylim(0.5, 0.9)
+    for ax in (a, b):
+        ax.set_xticks(range(len(keys)))
+        ax.set_xticklabels(keys, rotation=60, ha="right", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graphs", nargs="+", default=["cora"], choices=tuple(GRAPHS))
@@ -66,7 +93,13 @@ def main(argv=None):
     ap.add_argument("--sweep", action="store_true",
                     help="also vary cs, ls, nc and d one at a time around the paper's values")
     ap.add_argument("--out", default="hec_bench.jsonl")
+    ap.add_argument("--plot", nargs="+", metavar="JSONL", default=None,
+                    help="only plot these result files into --figure, run nothing")
+    ap.add_argument("--figure", default="hec.png")
     args = ap.parse_args(argv)
+    if args.plot:
+        plot(args.plot, args.figure)
+        return
     configs = [["--hec", "off"]] + [["--hec", "on", "--hec-push-cap", str(nc)]
                                     for nc in args.push_caps]
     if args.sweep:

@@ -25,6 +25,14 @@ __device__ __forceinline__ void relu_bwd(const T* dy, const unsigned char* mask,
     }
 }
 
+// x * s, but a NaN x comes back unchanged: a CPU multiply propagates the NaN
+// operand's bits, while the GPU returns its canonical NaN (0x7fffffff), so
+// without this a NaN feature would differ bit-wise between backends.
+template <typename T>
+__device__ __forceinline__ T times_keep_nan(T x, T s) {
+    return x != x ? x : x * s;
+}
+
 // out[i, j] = x[i, j] * (scale if u(ids[i] * ncols + col0 + j) >= p else 0), x is m x k
 template <typename T>
 __device__ __forceinline__ void dropout_dense(const T* x, const long long* ids, long long m,
@@ -37,7 +45,7 @@ __device__ __forceinline__ void dropout_dense(const T* x, const long long* ids, 
         const unsigned long long c = (unsigned long long)ids[i] * (unsigned long long)ncols
                                      + (unsigned long long)col0 + (unsigned long long)j;
         const T s = spgnn_uniform(c, base) >= p ? scale : (T)0;
-        out[t] = x[t] * s;
+        out[t] = times_keep_nan(x[t], s);
     }
 }
 
@@ -54,7 +62,7 @@ __device__ __forceinline__ void dropout_rows(const I* indptr, const I* indices, 
         for (long long e = indptr[i]; e < (long long)indptr[i + 1]; ++e) {
             const unsigned long long c = row + (unsigned long long)(long long)indices[e];
             const T s = spgnn_uniform(c, base) >= p ? scale : (T)0;
-            out[e] = data[e] * s;
+            out[e] = times_keep_nan(data[e], s);
         }
     }
 }

@@ -4,14 +4,14 @@ Kernels (``kernels/cuda/*.cu``, one ``RawModule`` per source, compiled by
 CuPy's NVRTC for the device's architecture with
 :data:`spgnn.backends._cuda_source.NVRTC_OPTIONS`): SpMM (GE-SpMM-style warp
 per row with coalesced row caching), SDDMM (warp per row, shuffle
-reduction), ReLU forward/backward, dense and CSR counter-based dropout
+reduction), row extraction, ReLU forward/backward, dense and CSR counter-based dropout
 (bit-identical to the Numba kernels).  Every launch checks its arguments
 against the entry point's parsed C signature (a wrong scalar width raises
 :class:`~spgnn.errors.DTypeError` instead of shifting arguments).
 
 Named alternative: ``spmm_impl="cusparse"`` runs plus-times SpMM through
 ``cupyx.scipy.sparse`` (cuSPARSE).  The remaining operations (SpGEMM,
-extraction, transpose, sampling, first-appearance de-duplication, row
+column extraction, transpose, sampling, first-appearance de-duplication, row
 sorting) have no CUDA kernel yet: they copy to the host, run the ``numba``
 backend (``numpy`` without numba), and copy back (:data:`HOST_ROUND_TRIP`
 lists them; ``host_round_trips`` counts the calls), so the contract is
@@ -37,7 +37,7 @@ from .base import Backend
 __all__ = ["CupyBackend", "HOST_ROUND_TRIP"]
 
 #: Operations that run on the host (numba backend) with a copy each way.
-HOST_ROUND_TRIP = ("spgemm_symbolic", "spgemm_numeric", "extract_rows", "extract_cols",
+HOST_ROUND_TRIP = ("spgemm_symbolic", "spgemm_numeric", "extract_cols",
                    "transpose", "sample_rows", "first_appearance", "sort_rows_by_column")
 
 _MAX_WARPS = 8             # SPMM_MAX_WARPS / SDDMM_MAX_WARPS in the sources
@@ -115,6 +115,26 @@ class CupyBackend(Backend):
             return ("cupy is installed but no CUDA GPU/driver is usable "
                     "(cupy.is_available() is False)")
         return None
+
+    @classmethod
+    def device_info(cls):
+        """``{"device", "compute_capability", "driver", "runtime", "cupy", "nvrtc"}`` of device 0,
+        or ``{"unavailable": reason}``.  Local; never raises (``spgnn info`` prints it)."""
+        why = cls.unavailable_reason()
+        if why is not None:
+            return {"unavailable": why}
+        try:
+            import cupy
+
+            rt = cupy.cuda.runtime
+            props = rt.getDeviceProperties(0)
+            return {"device": props["name"].decode(errors="replace"),
+                    "compute_capability": f"{props['major']}.{props['minor']}",
+                    "driver": rt.driverGetVersion(), "runtime": rt.runtimeGetVersion(),
+                    "cupy": cupy.__version__,
+                    "nvrtc": ".".join(map(str, cupy.cuda.nvrtc.getVersion()))}
+        except Exception as exc:  # report, never crash info
+            return {"unavailable": f"{type(exc).__name__}: {exc}"}
 
     @property
     def xp(self):
@@ -229,11 +249,30 @@ class CupyBackend(Backend):
         return self._dev_csr(c)
 
     def extract_rows(self, a, rows):
-        """``a[rows, :]`` (scipy's semantics). Local."""
+        """``a[rows, :]`` (scipy's semantics): prefix sum on the array module, then a warp per row copies. Local."""
+        xp = self._xp
         V.check_csr(a, "extract_rows")
-        self.host_round_trips += 1
-        return self._dev_csr(self._host_backend().extract_rows(self._host_csr(a),
-                                                               self.to_host(rows)))
+        rows = V.normalize_index(rows, a.shape[0], "extract_rows", "rows", xp=xp)
+        rows = xp.ascontiguousarray(xp.asarray(rows), dtype=np.int64)
+        tag, idt_in = _idx(a.indptr, a.indices)
+        vdt = np.dtype(a.data.dtype)
+        ip = xp.ascontiguousarray(xp.asarray(a.indptr), dtype=idt_in)
+        nr = int(rows.shape[0])
+        out_indptr = xp.zeros(nr + 1, dtype=np.int64)
+        if nr:
+            xp.cumsum((ip[rows + 1] - ip[rows]).astype(np.int64), out=out_indptr[1:])
+        nnz = int(out_indptr[-1])
+        out_indices = xp.empty(nnz, dtype=idt_in)
+        out_data = xp.empty(nnz, dtype=vdt)
+        if nnz:
+            self.launch("extract.cu", f"extract_rows_{tag}_{_val(vdt)}",
+                        (max(1, min(65535, -(-nr // self.warps))),), (32 * self.warps,),
+                        (ip, xp.ascontiguousarray(xp.asarray(a.indices), dtype=idt_in),
+                         xp.ascontiguousarray(xp.asarray(a.data)), rows, np.int64(nr),
+                         out_indptr, out_indices, out_data))
+        idt = V.index_dtype_for(nnz, (nr, a.shape[1]), a.index_dtype)
+        return LocalCSR(out_indptr.astype(idt), out_indices.astype(idt, copy=False), out_data,
+                        (nr, a.shape[1]), check=None)
 
     def extract_cols(self, a, cols):
         """``a[:, cols]`` (scipy's semantics). Local."""

@@ -222,9 +222,11 @@ def apply_model_defaults(args):
         if getattr(args, key) is None:
             setattr(args, key, value)
     others = {o for s in MODELS.values() for o in s.options} - set(spec.options)
-    given = [f"--{k.replace('_', '-')}" for k in sorted(others) if getattr(args, k) is not None]
+    keys = [k for k in sorted(others) if getattr(args, k) is not None]
+    given = [f"--{k.replace('_', '-')}" for k in keys]
     if given:
-        owners = sorted(n for n, s in MODELS.items() if set(s.options) & others)
+        # the models those options belong to, not every model with options of its own
+        owners = sorted(n for n, s in MODELS.items() if set(s.options) & set(keys))
         raise ValueError(f"train: {', '.join(given)} only apply to "
                          f"{' or '.join('--model ' + n for n in owners)}")
     if spec.training == "minibatch":
