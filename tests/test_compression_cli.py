@@ -20,8 +20,8 @@ def _train(nprocs, *extra):
 
 @pytest.fixture(scope="module")
 def runs():
-    out = {(agg, "none"): _train(3, "--aggregation", agg) for agg in ("post", "pre", "hybrid")}
-    out["hybrid", "int2"] = _train(3, "--aggregation", "hybrid", "--quantize", "int2")
+    out = {(agg, "none"): _train(2, "--aggregation", agg) for agg in ("post", "pre", "hybrid")}
+    out["hybrid", "int2"] = _train(2, "--aggregation", "hybrid", "--quantize", "int2")
     return out
 
 
@@ -56,5 +56,5 @@ def test_refused_outside_1d_aware():
     assert proc.returncode != 0
     assert "need a full-graph model with --algo 1d-aware" in proc.stdout
     proc = run_mpi(["-m", "spgnn", "train", *GRAPH, "--no-progress", "--epochs", "1",
-                    "--label-prop", "1.5"], 2, timeout=120)
+                    "--algo", "1d-aware", "--label-prop", "1.5"], 2, timeout=120)
     assert proc.returncode != 0 and "--label-prop must lie in [0, 1)" in proc.stdout

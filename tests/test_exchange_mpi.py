@@ -13,7 +13,7 @@ pytestmark = mpi_test_marks()
 
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4, 8])
 def test_exchange_under_mpi(nprocs):
-    proc = run_mpi([os.path.join(HERE, "mpi", "exchange_checks.py"), "--examples", "10"],
+    proc = run_mpi([os.path.join(HERE, "mpi", "exchange_checks.py"), "--examples", "6"],
                    nprocs, timeout=300)
     tail = proc.stdout[-5000:]
     assert proc.returncode == 0, f"rc={proc.returncode}; output tail:\n{tail}"

@@ -265,12 +265,14 @@ def check_args(args, p):
         get_backend(args.backend)          # unknown or unavailable: raises the same everywhere
     _parse_split(args.split)
     check_synthetic(args)
+    if not 0 <= args.label_prop < 1:
+        raise ValueError(f"train: --label-prop must lie in [0, 1), but got {args.label_prop}")
     reduced = args.aggregation != "post" or args.quantize != "none" or args.label_prop
+    if reduced and spec.training == "full-graph" and args.algo == "auto":
+        args.algo = "1d-aware"          # the one algorithm these exchanges exist for
     if reduced and (spec.training != "full-graph" or args.algo != "1d-aware"):
         raise ValueError("train: --aggregation, --quantize and --label-prop need a full-graph "
                          "model with --algo 1d-aware")
-    if not 0 <= args.label_prop < 1:
-        raise ValueError(f"train: --label-prop must lie in [0, 1), but got {args.label_prop}")
     if spec.training == "full-graph":
         if args.algo in ("15d", "15d-aware") and (args.replication < 1 or p % args.replication):
             raise ValueError(f"train: --replication must divide the {p} ranks, but got "
