@@ -23,6 +23,7 @@ from .local.csr import LocalCSR
 from .core.dist_dense import DistDenseMatrix
 from .core.dist_sparse import DistSparseMatrix
 from .core.spmm import spmm
+from .core.sddmm import sddmm
 from .core.spmm_15d import layouts_15d
 from .core.spmm_3d import layouts_3d
 from .core.dense_ops import matmul
@@ -52,7 +53,7 @@ __all__ = [
     "plus_times", "min_plus", "max_plus", "max_times", "min_times", "plus_pair", "plus_second",
     "max_second", "min_second", "mean",
     # matrices and operators
-    "LocalCSR", "DistDenseMatrix", "DistSparseMatrix", "spmm", "matmul", "local_ops",
+    "LocalCSR", "DistDenseMatrix", "DistSparseMatrix", "spmm", "sddmm", "matmul", "local_ops",
     "layouts_15d", "layouts_3d", "roles_for_layer", "rotate", "plan_spmm",
     # GraphBLAS algebra (docs/graphblas.md)
     "mxm", "mxv", "vxm", "ewise_add", "ewise_mult", "apply", "select", "reduce_rows",

@@ -249,5 +249,76 @@ class Backend(ABC):
     def dropout_csr(self, indptr, indices, data, p, base, rows, col0, ncols):
         """Counter-based inverted dropout of a CSR block's stored entries: new ``data``. Local."""
 
+    # -- message codec (paper 004 §2.6; host buffers, see spgnn/backends/_quant.py)
+    def quantize_rows(self, x, seg_counts, bits, rounding, param_dtype, base, row_keys):
+        """``(codes, params)``: per-row min/max ``bits``-bit codes, node-axis packed. Local.
+
+        Runs on host arrays (the codec sits next to the alltoallv); a device
+        backend inherits it.  Raises DTypeError on a NaN or infinite row.
+        """
+        from . import _quant
+
+        return _quant.encode(self.to_host(x), seg_counts, bits, rounding, param_dtype, base,
+                             row_keys)
+
+    def dequantize_rows(self, codes, params, seg_counts, bits, width, dtype=np.float32):
+        """The rows :meth:`quantize_rows` coded, as a host array. Local."""
+        from . import _quant
+
+        return _quant.decode(codes, params, seg_counts, bits, width, dtype)
+
+    # -- historical embedding cache (spgnn.gnn.hec; kernels/numba/hec.py) --------
+    # Not abstract: the numpy versions below are the reference; the numba
+    # backend runs the compiled kernels.  Arrays are host arrays.
+    def hec_store(self, cache, ptr, clock, keys, vals, born_iter):
+        """Store ``(keys, vals)`` in the ring ``cache`` in order; returns the new head. Local.
+
+        ``cache = (tag2slot, slot2tag, stamp, born, buf)``, updated in place
+        (semantics: ``kernels/numba/hec.py``).
+        """
+        return _reference_hec_store(cache, ptr, clock, keys, vals, born_iter)
+
+    def hec_search(self, cache, clock, keys, min_life, ls, check_age):
+        """``(positions, slots)`` of the valid hits among ``keys``. Local."""
+        tag2slot, _, stamp, _, _ = cache
+        keys = np.asarray(keys, dtype=np.int64)
+        sl = tag2slot[keys]
+        ok = sl >= 0
+        if check_age:
+            age = clock - stamp[np.maximum(sl, 0)]
+            ok &= (age >= min_life) & (age <= ls)
+        pos = np.flatnonzero(ok).astype(np.int64)
+        return pos, sl[pos].astype(np.int64)
+
+    def hec_load(self, cache, slots, rows, out):
+        """``out[rows] = buf[slots]`` (in place). Local."""
+        out[np.asarray(rows, dtype=np.int64)] = cache[4][np.asarray(slots, dtype=np.int64)]
+
     def __repr__(self):
         return f"<spgnn backend {self.name!r}>"
+
+
+def _reference_hec_store(cache, ptr, clock, keys, vals, born_iter):
+    """The ring store vectorised: exact when keys are distinct and fewer than ``cs``."""
+    tag2slot, slot2tag, stamp, born, buf = cache
+    keys = np.asarray(keys, dtype=np.int64)
+    cs = slot2tag.shape[0]
+    if keys.size == 0:
+        return int(ptr)
+    if keys.size > cs or np.unique(keys).size != keys.size:
+        # rare (callers push distinct keys, at most cs): one pair at a time
+        for i in range(keys.size):
+            ptr = _reference_hec_store(cache, ptr, clock, keys[i:i + 1], vals[i:i + 1],
+                                       np.asarray(born_iter)[i:i + 1])
+        return int(ptr)
+    old = tag2slot[keys]
+    slot2tag[old[old >= 0]] = -1
+    slots = (int(ptr) + np.arange(keys.size)) % cs
+    ev = slot2tag[slots]
+    tag2slot[ev[ev >= 0]] = -1
+    slot2tag[slots] = keys
+    tag2slot[keys] = slots
+    stamp[slots] = clock
+    born[slots] = born_iter
+    buf[slots] = vals
+    return int((int(ptr) + keys.size) % cs)

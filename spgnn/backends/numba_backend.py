@@ -39,10 +39,10 @@ def _kernels():
     if not _K:
         import numba
 
-        from .._kernels.numba import _ops, dedup, extract, gnn, sddmm, spgemm, spmm
+        from .._kernels.numba import _ops, dedup, extract, gnn, hec, sddmm, spgemm, spmm
 
         _K.update(numba=numba, ops=_ops, spmm=spmm, spgemm=spgemm, sddmm=sddmm,
-                  extract=extract, dedup=dedup, gnn=gnn)
+                  extract=extract, dedup=dedup, gnn=gnn, hec=hec)
     return _K
 
 
@@ -488,6 +488,33 @@ class NumbaBackend(Backend):
         nrows = len(indptr) - 1
         k["dedup"].sort_rows_by_column(indptr, indices, data,
                                        max(1, min(nrows, 4 * k["numba"].get_num_threads())))
+
+    # -- historical embedding cache --------------------------------------------
+    def hec_store(self, cache, ptr, clock, keys, vals, born_iter):
+        """Ring store (:func:`spgnn._kernels.numba.hec.store`); returns the new head."""
+        tag2slot, slot2tag, stamp, born, buf = cache
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        vals = np.ascontiguousarray(vals, dtype=buf.dtype).reshape(keys.size, buf.shape[1])
+        bi = np.ascontiguousarray(np.broadcast_to(np.asarray(born_iter, np.int64), keys.shape))
+        return int(_kernels()["hec"].store(tag2slot, slot2tag, stamp, born, buf, np.int64(ptr),
+                                           np.int64(clock), keys, vals, bi))
+
+    def hec_search(self, cache, clock, keys, min_life, ls, check_age):
+        """Valid hits (:func:`spgnn._kernels.numba.hec.search`): ``(positions, slots)``."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        pos = np.empty(keys.size, dtype=np.int64)
+        slots = np.empty(keys.size, dtype=np.int64)
+        h = _kernels()["hec"].search(cache[0], cache[2], np.int64(clock), keys,
+                                     np.int64(min_life), np.int64(ls), bool(check_age), pos, slots)
+        return pos[:h], slots[:h]
+
+    def hec_load(self, cache, slots, rows, out):
+        """``out[rows] = buf[slots]`` in place (:func:`spgnn._kernels.numba.hec.load`)."""
+        buf = cache[4]
+        if out.dtype != buf.dtype or not out.flags.c_contiguous:
+            return super().hec_load(cache, slots, rows, out)
+        _kernels()["hec"].load(buf, np.ascontiguousarray(slots, dtype=np.int64),
+                               np.ascontiguousarray(rows, dtype=np.int64), out)
 
     # -- element-wise GNN kernels ----------------------------------------------
     def relu(self, x):

@@ -51,7 +51,17 @@ class ExchangePlan:
     @classmethod
     def for_spmm_1d(cls, A, X):
         """Collective over A's row axes."""
-        key = ("spmm-1d-aware", X.layout.offsets(X.grid, X.shape[0], 0))
+        return cls.for_row_split(A, X.layout.offsets(X.grid, X.shape[0], 0))
+
+    @classmethod
+    def for_row_split(cls, A, offsets):
+        """The plan of :meth:`for_spmm_1d` for a dense operand whose rows split at ``offsets``.
+
+        Collective over A's row axes the first time; cached on A (the key
+        starts with ``"spmm-1d-aware"``: a pattern-only plan that
+        :func:`spgnn.core.edge_softmax.with_values` carries over).
+        """
+        key = ("spmm-1d-aware", tuple(offsets))
         plan = A.cache.get(key)
         if plan is None:
             plan = cls.build(A.grid.comm(*A.layout.rows), A.local, 0, key[1], A.backend,

@@ -19,6 +19,7 @@ command line offers.  See ``docs/gnn.md``.
 from .blocks import BlockOperator
 from .context import BlockContext, Context, GraphContext, local_grid
 from .data import AGGREGATIONS, ALGORITHMS, DistGraph, default_grid_3d
+from .gat import ELU, GAT, GATConv
 from .hooks import Checkpoint, EvaluateEvery, Hook, Metrics, ProgressBar
 from .layers import Dropout, GCNConv, Layer, Linear, ReLU, SAGEConv
 from .minibatch import FeatureStore, MinibatchGraph, MinibatchTrainer
@@ -30,7 +31,7 @@ from .train import Trainer
 
 __all__ = ["DistGraph", "ALGORITHMS", "AGGREGATIONS", "default_grid_3d", "Context",
            "GraphContext", "BlockContext", "BlockOperator", "local_grid", "Layer", "GCNConv",
-           "SAGEConv", "Linear", "ReLU", "Dropout", "Sequential", "GCN", "GraphSAGE",
+           "SAGEConv", "Linear", "ReLU", "Dropout", "GATConv", "ELU", "GAT", "Sequential", "GCN", "GraphSAGE",
            "Parameter", "glorot", "zeros_init", "Optimizer", "SGD", "Adam", "Trainer",
            "MinibatchGraph", "MinibatchTrainer", "FeatureStore", "Hook", "Metrics",
            "EvaluateEvery", "ProgressBar", "Checkpoint", "MODELS", "ModelSpec"]

@@ -59,7 +59,10 @@ import numpy as np
 from ..comm import solo_communicator
 from ..core.dense_ops import matmul as dense_matmul
 from ..core.dist_dense import DistDenseMatrix
+from ..core.edge_softmax import edge_softmax, edge_softmax_backward, with_values
+from ..core.sddmm import sddmm
 from ..core.spmm import spmm
+from ..core.spmm_reverse import spmm_transpose
 from ..core.depth import depth_counts, gather_depth, nested_splits
 from ..errors import DimensionMismatch, DTypeError, LayoutMismatch
 from ..grid import grid_1d
@@ -82,6 +85,10 @@ def local_grid():
     if not _LOCAL_GRID:
         _LOCAL_GRID.append(grid_1d(solo_communicator()))
     return _LOCAL_GRID[0]
+
+
+#: The last key of every edge-dropout mask (:meth:`GraphContext.edge_dropout`).
+EDGE_DROPOUT_TAG = 0xED6E
 
 
 class DropoutMask:
@@ -169,6 +176,11 @@ class Context:
     def root_transpose(self, G, hop=0, into=None):
         """The backward of :meth:`root`: ``G`` added into the source rows of ``into``. Local."""
         raise NotImplementedError
+
+    def attention_pattern(self):
+        """Attention (GAT) needs the whole graph: a block context has none."""
+        raise LayoutMismatch(f"attention layers (GATConv) train on the whole graph only, not "
+                             f"in a {type(self).__name__}")
 
     def _dropout_keys(self, key):
         raise NotImplementedError
@@ -299,9 +311,9 @@ class Context:
         if self.is_3d and len(W.layout.rows) == 2:
             c, r = W.layout.rows
             counts = depth_counts(W.layout, self.grid, W.shape[0], c, r)
-            g = comm.reduce_scatter(part, counts, label="gnn:reduce-scatter-dW")
+            g = comm.reduce_scatter(part, counts, label="gnn:grad-reduce-scatter-dW")
         elif comm is not None and comm.size > 1:
-            g = comm.allreduce(part, label="gnn:allreduce-dW")
+            g = comm.allreduce(part, label="gnn:grad-allreduce-dW")
         else:
             g = part
         W.grad += g.astype(W.grad.dtype, copy=False)
@@ -325,7 +337,7 @@ class Context:
         part = np.ascontiguousarray(G.local.sum(axis=0, keepdims=True))
         axes = G.layout.rows
         if axes and self.grid.comm(*axes).size > 1:
-            part = self.grid.comm(*axes).allreduce(part, label="gnn:allreduce-db")
+            part = self.grid.comm(*axes).allreduce(part, label="gnn:grad-allreduce-db")
         b.grad += part.astype(b.grad.dtype, copy=False)
 
     # ------------------------------------------------------------------- dropout
@@ -363,6 +375,14 @@ class GraphContext(Context):
         super().__init__(graph.grid, graph.dtype, training=training, epoch=epoch, seed=seed)
         self.graph = graph
         self.shard_weights = graph.shard_weights
+        # Pre/post/hybrid and quantized exchanges (spgnn.gnn.compression).
+        self._exchange = getattr(graph, "exchange", None)
+        if self._exchange is not None:
+            self._exchange.start(epoch, training)
+
+    def _spmm_options(self):
+        ex = self._exchange
+        return {} if ex is None else ex.spmm_options(self.training)
 
     @property
     def is_3d(self) -> bool:
@@ -385,7 +405,7 @@ class GraphContext(Context):
         self._check_rows(H, "propagate")
         g = self.graph
         if not self.is_3d:
-            return spmm(g.A, H, algorithm=g.algorithm)
+            return spmm(g.A, H, algorithm=g.algorithm, **self._spmm_options())
         lay = H.layout
         o = lay.rows[0]
         d = lay.rows[1] if len(lay.rows) == 2 else self._third(o, *lay.cols)
@@ -401,7 +421,7 @@ class GraphContext(Context):
         self._check_rows(G, "propagate_transpose")
         g = self.graph
         if not self.is_3d:
-            return spmm(g.AT, G, algorithm=g.algorithm)
+            return spmm(g.AT, G, algorithm=g.algorithm, **self._spmm_options())
         r, c, t = self._roles_of(G, "propagate_transpose")
         return spmm(g.adjacency_T(t, r), G, algorithm="3d")
 
@@ -415,6 +435,84 @@ class GraphContext(Context):
     def root_transpose(self, G, hop=0, into=None):
         """``into + G`` (or ``G``): the backward of :meth:`root`. Local."""
         return G if into is None else into.like(into.local + G.local)
+
+    # ---------------------------------------------------------- attention (GAT)
+    #: Algorithms whose matrices hold whole rows: what the attention helpers need.
+    ATTENTION_ALGORITHMS = ("1d", "1d-aware")
+
+    def attention_pattern(self):
+        """The graph's pattern ``A + I`` with unit values: where attention lives. Collective once.
+
+        Built on first use (the trainer's placement pass) from the
+        aggregation matrix's pattern, with the original id of every stored
+        entry's column (edge-dropout keys), so an epoch never builds plans.
+        Only on ``1d`` / ``1d-aware`` (whole rows on every rank):
+        :class:`~spgnn.errors.LayoutMismatch` otherwise.
+        """
+        g = self.graph
+        got = g._node_cache.get("attention-pattern")
+        if got is None:
+            if g.algorithm not in self.ATTENTION_ALGORITHMS or g.A is None:
+                raise LayoutMismatch(f"attention layers need --algo 1d or 1d-aware (whole rows "
+                                     f"per rank), but the graph uses {g.algorithm!r}")
+            be = g.A.backend
+            P = with_values(g.A, be.from_host(np.ones(g.A.local_nnz, dtype=self.dtype)))
+            cols = np.asarray(be.to_host(P.local.indices)).astype(np.int64) + P.col_start
+            rows = g.node_ids(Layout(P.layout.rows, row_splits=P.layout.row_splits))
+            got = (P, self.graph.permutation()[cols], rows)
+            g._node_cache["attention-pattern"] = got
+        return got[0]
+
+    def sddmm(self, X, Y):
+        """``S[i, j] = X[i]·Y[j]`` on the graph's pattern (:func:`spgnn.core.sddmm.sddmm`). Collective."""
+        return sddmm(self.attention_pattern(), X, Y, algorithm=self.graph.algorithm)
+
+    def edge_values(self, S, data):
+        """``S``'s pattern with this rank's values ``data``. Local."""
+        return with_values(S, data)
+
+    def edge_softmax(self, S):
+        """Softmax over each row's stored values. Local (rows are whole)."""
+        return edge_softmax(S)
+
+    def edge_softmax_backward(self, alpha, dalpha):
+        """Gradient of :meth:`edge_softmax`. Local."""
+        return edge_softmax_backward(alpha, dalpha)
+
+    def edge_dropout(self, S, p, key):
+        """Inverted dropout of ``S``'s stored values: ``(S', scale)``. Local.
+
+        Keyed by ``(seed, epoch, *key, EDGE_DROPOUT_TAG)`` (``key``: an int or
+        a tuple of ints) and the edge's original endpoints, so
+        the mask does not depend on P or the partition.  ``scale`` (the
+        per-entry ``0`` or ``1/(1-p)``) multiplies the gradient; it is
+        ``None`` (and ``S' is S``) when not training or ``p == 0``.
+        """
+        if not self.training or p == 0:
+            return S, None
+        self.attention_pattern()
+        _, cols, rows = self.graph._node_cache["attention-pattern"]
+        be = S.backend
+        loc = S.local
+        ones = np.ones(loc.nnz, dtype=S.dtype)
+        # a tag keeps edge masks apart from node masks of the same layer key
+        keys = (self.seed, self.epoch) + tuple(np.atleast_1d(key).tolist()) + (EDGE_DROPOUT_TAG,)
+        scale = np.asarray(be.to_host(F.dropout_apply_csr(
+            loc.indptr, cols, ones, p, keys, rows, 0, self.graph.num_nodes,
+            backend=be)))
+        data = np.asarray(be.to_host(loc.data)) * scale
+        return with_values(S, be.from_host(data)), scale
+
+    def propagate_with(self, S, H):
+        """``S·H`` for a matrix on the graph's pattern (:func:`spgnn.spmm`). Collective."""
+        return spmm(S, H, algorithm=self.graph.algorithm)
+
+    def propagate_with_transpose(self, S, G):
+        """``Sᵀ·G`` by the exchange plan reversed (:func:`spgnn.core.spmm_reverse.spmm_transpose`).
+
+        Collective: one alltoallv, the forward's volume.
+        """
+        return spmm_transpose(S, G)
 
     # ------------------------------------------------------------------ dropout
     def _dropout_keys(self, key):

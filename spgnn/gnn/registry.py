@@ -10,6 +10,7 @@ else about a model.
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .gat import GAT
 from .models import GCN, GraphSAGE
 
 __all__ = ["ModelSpec", "MODELS", "TRAININGS"]
@@ -68,6 +69,11 @@ def _sage(num_features, num_classes, o):
                      dropout=o["dropout"], seed=o["seed"], input_dropout=o["input_dropout"])
 
 
+def _gat(num_features, num_classes, o):
+    return GAT(num_features, o["hidden"], num_classes, heads=o["heads"], layers=o["layers"],
+               dropout=o["dropout"], seed=o["seed"])
+
+
 #: The minibatch options (sampling, model selection) of ``--model sage``.
 MINIBATCH_OPTIONS = ("ladies_size", "input_dropout", "eval_every", "model_selection")
 
@@ -76,6 +82,12 @@ MODELS = {
         "gcn", "full-graph GCN (Kipf & Welling)", _gcn, "full-graph",
         defaults={"epochs": 200, "hidden": 16, "dropout": 0.5, "layers": 2},
         checkpoint_format="spgnn-train-gcn/2"),
+    # Veličković et al.'s Cora setting: 8 heads x 8 hidden, dropout 0.6 (docs/gat.md)
+    "gat": ModelSpec(
+        "gat", "full-graph GAT (multi-head attention; --algo 1d or 1d-aware)", _gat,
+        "full-graph", defaults={"epochs": 200, "hidden": 8, "dropout": 0.6, "layers": 2,
+                                "heads": 8},
+        options=("heads",), checkpoint_format="spgnn-train-gat/2"),
     # input dropout, dropout 0.6 and model selection on the validation set
     # were chosen on Cora's validation accuracy (docs/sage_training.md)
     "sage": ModelSpec(

@@ -38,7 +38,7 @@ PARTS = (
     ("comm", ("spgnn.comm.*",), "Communicator, transports, ledger"),
     ("grid", ("spgnn.grid",), "ProcessGrid, grid shapes"),
     ("core", ("spgnn.core.*",), "distributed matrices, SpMM, matmul"),
-    ("plan", ("spgnn.planner",), "communication plans, cost models"),
+    ("plan", ("spgnn.planner", "spgnn.perfmodel"), "communication plans, cost models"),
     ("io", ("spgnn.io.*",), "Graph, loaders, datasets, generators, preprocessing"),
     ("interop", ("spgnn.interop.*",), "PyG, torch, networkx, scipy converters"),
     ("partition", ("spgnn.partition.*",), "partitioners"),
