@@ -12,7 +12,7 @@ setup(
     # spgnn's own packages are found; kernels/ is mapped to spgnn._kernels.
     packages=find_packages(include=["spgnn", "spgnn.*"]) + ["spgnn._kernels", "spgnn._kernels.numba"],
     package_dir={"spgnn._kernels": "kernels"},
-    package_data={"spgnn._kernels": ["README.md", "cuda/*.cu", "cuda/*.cuh"]},
+    package_data={"spgnn._kernels": ["README.md", "cuda/*.cu", "cuda/*.cuh", "cuda/*.h"]},
     install_requires=[
         "numpy>=1.24,<2.6",  # numba 0.68 supports numpy < 2.6
         "scipy>=1.10",
@@ -28,10 +28,15 @@ setup(
         "mpich": ["mpich"],
         # pymetis: the tests exercise METIS partitioning on every run; torch, PyG and
         # networkx: the spgnn.interop tests (zero-copy DLPack proofs) run in CI too
+        # cuda-bindings + NVRTC (~190 MB, no GPU needed): tests/cuda_host compiles every
+        # CUDA source to machine code in CI
         "test": ["pytest>=7", "hypothesis>=6.80", "pytest-timeout", "pymetis", "matplotlib",
-                 "torch==2.13.0", "torch_geometric", "networkx"],
+                 "torch==2.13.0", "torch_geometric", "networkx", "cuda-bindings==13.*",
+                 "nvidia-cuda-nvrtc==13.*"],
         "partition": ["pymetis"],
-        "gpu": ["cupy-cuda13x>=13"],
+        # CuPy with the CUDA toolkit libraries it needs (NVRTC, cuSPARSE) from pip
+        "gpu": ["cupy-cuda13x[ctk]>=14"],
+        "gpu-cu12": ["cupy-cuda12x[ctk]>=14"],
         # spgnn.interop's optional libraries; pin torch (unpinned pulls CUDA wheels)
         "torch": ["torch==2.13.0"],
         "pyg": ["torch==2.13.0", "torch_geometric"],

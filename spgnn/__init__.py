@@ -28,9 +28,14 @@ from .core.spmm_15d import layouts_15d
 from .core.spmm_3d import layouts_3d
 from .core.dense_ops import matmul
 from .core import local_ops
+from .core.mxm import mxm, mxv, vxm
+from .core.algebra import (apply, ewise_add, ewise_mult, extract, reduce_cols, reduce_rows,
+                           reduce_scalar, select)
+from .local.ops import Mask, register_binary_op, register_unary_op
+from .local.semiring import any_pair, lor_land, plus_first, register_monoid, register_semiring
 from .io import Graph, load_graph, rmat, sbm
 from . import datasets, interop  # noqa: E402  (torch, PyG and networkx load on first use)
-from .planner import plan_spmm
+from .planner import plan_mxm, plan_spmm
 
 __all__ = [
     "__version__",
@@ -50,6 +55,10 @@ __all__ = [
     # matrices and operators
     "LocalCSR", "DistDenseMatrix", "DistSparseMatrix", "spmm", "sddmm", "matmul", "local_ops",
     "layouts_15d", "layouts_3d", "roles_for_layer", "rotate", "plan_spmm",
+    # GraphBLAS algebra (docs/graphblas.md)
+    "mxm", "mxv", "vxm", "ewise_add", "ewise_mult", "apply", "select", "reduce_rows",
+    "reduce_cols", "reduce_scalar", "extract", "Mask", "register_binary_op", "register_unary_op",
+    "register_monoid", "register_semiring", "lor_land", "any_pair", "plus_first", "plan_mxm",
     # graphs
     "Graph", "GraphFormatError", "load_graph", "rmat", "sbm",
     # named datasets, and other libraries' graphs and tensors

@@ -45,13 +45,13 @@ import json
 import logging
 import os
 import re
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from spgnn.atomic import atomic_write, write_npz_atomic  # noqa: F401 (write_npz_atomic: re-exported)
 from spgnn.errors import CheckpointError
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "list_checkpoints",
@@ -139,42 +139,10 @@ def _decode(node, arrays, label: str):
 
 
 # ------------------------------------------------------------- file system
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename inside ``directory`` durable (POSIX: fsync the directory)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:       # platforms that cannot open a directory (Windows)
-        return
-    try:
-        os.fsync(fd)
-    except OSError:       # some file systems refuse fsync on a directory
-        pass
-    finally:
-        os.close(fd)
-
-
 def _atomic_write(directory: Path, name: str, write) -> Path:
-    """Write ``directory/name`` through a fsync-ed temporary file and ``os.replace``.
-
-    ``write(fileobj)`` produces the content.  On any failure the temporary
-    file is removed and the previous ``name`` (if any) is left untouched.
-    """
-    fd, tmp = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        final = directory / name
-        os.replace(tmp, final)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(directory)
-    return final
+    """Write ``directory/name`` atomically (:func:`spgnn.atomic.atomic_write`): on any
+    failure the temporary file is removed and the previous ``name`` left untouched."""
+    return atomic_write(Path(directory) / name, write, tmp_prefix=_TMP_PREFIX)
 
 
 def _checkpoint_name(step: int) -> str:
@@ -513,29 +481,6 @@ def load_checkpoint_collective(comm, directory, accept=None) -> tuple[dict, int]
     if kind == "error":
         raise CheckpointError(f"load_checkpoint_collective: rank 0 failed: {value}")
     return value
-
-
-def write_npz_atomic(path, arrays: dict) -> None:
-    """``np.savez(path, **arrays)`` through a temporary file and ``os.replace``. Local.
-
-    A reader never sees a half-written file (for final weights; training
-    state goes through :func:`save_checkpoint`).
-    """
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException as e:
-        # never leave the temporary behind (a full disk kept it before)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError) and path not in str(e):
-            raise OSError(e.errno, f"could not write {path}: {e.strerror or e}") from e
-        raise
 
 
 def load_training_state(comm, directory, fmt: str, config: dict, what: str = "training"):

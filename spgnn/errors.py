@@ -25,12 +25,14 @@ __all__ = [
     "BackendUnavailable",
     "BackendMismatch",
     "GraphFormatError",
+    "InputTooLarge",
     "RankMismatch",
     "DownloadError",
     "ChecksumError",
     "MissingDependency",
     "RemoteError",
     "CheckpointError",
+    "CalibrationError",
     "NonFiniteError",
     "LoopbackAborted",
     "SpgnnEfficiencyWarning",
@@ -81,6 +83,17 @@ class GraphFormatError(SpgnnError, ValueError):
     """
 
 
+class InputTooLarge(SpgnnError, MemoryError, ValueError):
+    """An input would need more memory than spgnn allows it: a vertex count or
+    size declared by a small file, a compressed file that expands past its limit,
+    a generator spec, a class id in the billions.
+
+    Raised before the allocation, naming the file (or option) and the number; a
+    ``ValueError`` too, so command lines report it in one line.  The limits are
+    documented in ``docs/reliability.md`` (``SPGNN_MAX_INPUT_BYTES``).
+    """
+
+
 class RankMismatch(SpgnnError, ValueError):
     """Ranks passed different values where every rank must pass the same (a global
     shape, a layout, the matrix of ``from_global(root=None)``): checked before the
@@ -117,6 +130,11 @@ class CheckpointError(SpgnnError, ValueError):
 
     The message names the file (or the directory) concerned.
     """
+
+
+class CalibrationError(SpgnnError, ValueError):
+    """A performance-model calibration file or fit is unusable (unreadable, wrong format,
+    negative or non-finite coefficients, too few samples); the message names the file."""
 
 
 class NonFiniteError(SpgnnError, FloatingPointError):

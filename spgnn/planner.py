@@ -24,7 +24,7 @@ from .grid import AXES_3D, AbstractGrid, roles_for_layer, shapes_3d
 from .layout import block_bounds, block_offsets
 
 __all__ = ["PlannedEvent", "SpmmPlan", "plan_spmm", "PLANNERS", "pair_rows", "best_grid_3d",
-           "comm_terms_3d", "comm_volume_3d"]
+           "comm_terms_3d", "comm_volume_3d", "plan_mxm", "MXM_PLANNERS"]
 
 
 @dataclass
@@ -287,6 +287,121 @@ def plan_spmm(a, algorithm, ranks, feat, *, offsets=None, itemsize=4, replicatio
                                 f"{offsets.tolist() if offsets.size < 12 else offsets.size}")
     events = PLANNERS[algorithm](sp.csr_array(a), offsets, ranks, feat, itemsize, **extra)
     return SpmmPlan(algorithm, ranks, feat, itemsize, events)
+
+
+def _mxm_pairs(a, b, ra, rb):
+    """``(rows, nnz)``: ``rows[i, j]`` rows of B owned by part ``j`` that part ``i``'s rows of A
+    touch (i != j), ``nnz[i, j]`` their entries.  ``ra``/``rb`` split A's and B's rows."""
+    k = ra.size - 1
+    rows = np.zeros((k, k), dtype=np.int64)
+    nnz = np.zeros((k, k), dtype=np.int64)
+    a = sp.coo_array(a)
+    if a.nnz:
+        part = np.searchsorted(ra, a.row, side="right") - 1
+        key = np.unique(part.astype(np.int64) * a.shape[1] + a.col)
+        i, col = np.divmod(key, a.shape[1])
+        j = np.searchsorted(rb, col, side="right") - 1
+        blen = np.diff(sp.csr_array(b).indptr).astype(np.int64)
+        np.add.at(rows, (i, j), 1)
+        np.add.at(nnz, (i, j), blen[col])
+    np.fill_diagonal(rows, 0)
+    np.fill_diagonal(nnz, 0)
+    return rows, nnz
+
+
+def _plan_mxm_1d(a, b, ra, rb, p, w):
+    rows, nnz = _mxm_pairs(a, b, ra, rb)
+    setup = [e for e in _plan_exchange([rows], 0, w, "mxm-1d", lambda g, i: i, p)
+             if e.phase == "setup"]
+    ev = {name: [None] * p for name in ("lens", "split", "idx", "val")}
+    for q in range(p):
+        ev["lens"][q] = model_alltoallv(rows[:, q] * 8, rows[q] * 8, q)
+        ev["split"][q] = model_allreduce(1, 8, p, q)
+        ev["idx"][q] = model_alltoallv(nnz[:, q] * 8, nnz[q] * 8, q)
+        ev["val"][q] = model_alltoallv(nnz[:, q] * w, nnz[q] * w, q)
+    lab = "mxm-1d:exchange"
+    return setup + [_event("alltoallv", lab, ("row",), ev["lens"], "spmm"),
+                    _event("allreduce:split", lab, ("row",), ev["split"], "spmm"),
+                    _event("alltoallv", lab, ("row",), ev["idx"], "spmm"),
+                    _event("allreduce:split", lab, ("row",), ev["split"], "spmm"),
+                    _event("alltoallv", lab, ("row",), ev["val"], "spmm")]
+
+
+def _block_nnz(m, r_off, c_off):
+    m = sp.coo_array(m)
+    out = np.zeros((len(r_off) - 1, len(c_off) - 1), dtype=np.int64)
+    if m.nnz:
+        np.add.at(out, (np.searchsorted(r_off, m.row, side="right") - 1,
+                        np.searchsorted(c_off, m.col, side="right") - 1), 1)
+    return out
+
+
+def _plan_mxm_summa(a, b, q, w):
+    """Per stage, three broadcasts of A's blocks along grid rows and of B's along columns."""
+    p = q * q
+    ro, inner, co = (np.asarray(block_offsets(n, q)) for n in (a.shape[0], a.shape[1], b.shape[1]))
+    na, nb = _block_nnz(a, ro, inner), _block_nnz(b, inner, co)
+    events = []
+    if q == 1:
+        return events
+    for s in range(q):
+        for which, axis, sizes in (("A", ("col",), lambda g: (ro[g + 1] - ro[g], na[g, s])),
+                                   ("B", ("row",), lambda g: (inner[s + 1] - inner[s], nb[s, g]))):
+            for part in range(3):
+                sent, recv, msgs = (np.zeros(p, dtype=np.int64) for _ in range(3))
+                for g in range(q):          # grid row g (for A) or grid column g (for B)
+                    nrows, nz = sizes(g)
+                    m = (8, (nrows + 1 + nz) * 8, nz * w)[part]
+                    members = [g * q + t for t in range(q)] if which == "A" else \
+                        [t * q + g for t in range(q)]
+                    root = members[s]
+                    for r in members:
+                        recv[r] = 0 if r == root else m
+                    sent[root] = m * (q - 1)
+                    msgs[root] = (q - 1) if m > 0 else 0
+                events.append(PlannedEvent("bcast", f"mxm-summa:{which}", axis, sent, recv, msgs,
+                                           "spmm"))
+    return events
+
+
+#: Distributed SpGEMM algorithms the planner knows (:mod:`spgnn.core.mxm`).
+MXM_PLANNERS = ("1d", "summa")
+
+
+def plan_mxm(a, b, algorithm, ranks, *, offsets=None, b_offsets=None, itemsize=8):
+    """Plan ``C = A B`` (sparse x sparse) with ``algorithm`` on ``ranks`` ranks. Pure.
+
+    ``1d``: A and B split by rows at ``offsets`` and ``b_offsets`` (default
+    even); setup events (phase ``"setup"``: the cached exchange plan) and
+    per-call events (phase ``"spmm"``: every multiply).  ``summa``: a square ``q x q`` grid
+    with even splits (:class:`~spgnn.errors.GridError` when ``ranks`` is
+    not a square).  ``itemsize`` is the bytes per value (8: float64).
+    Returns an :class:`SpmmPlan` (``feat`` = 0); ``bytes_total()`` is the
+    bytes one multiply moves, ``bytes_total("setup")`` the plan's.
+    """
+    a, b = sp.csr_array(a), sp.csr_array(b)
+    if a.shape[1] != b.shape[0]:
+        raise DimensionMismatch(f"plan_mxm: A.shape={a.shape} and B.shape={b.shape} do not chain")
+    ranks, w = int(ranks), int(itemsize)
+    if algorithm == "1d":
+        ra = np.asarray(block_offsets(a.shape[0], ranks) if offsets is None else offsets, np.int64)
+        rb = np.asarray(block_offsets(b.shape[0], ranks) if b_offsets is None else b_offsets,
+                        np.int64)
+        for name, off, n in (("offsets", ra, a.shape[0]), ("b_offsets", rb, b.shape[0])):
+            if off.size != ranks + 1 or off[0] != 0 or off[-1] != n or np.any(np.diff(off) < 0):
+                raise DimensionMismatch(f"plan_mxm: {name} must be {ranks + 1} non-decreasing "
+                                        f"offsets from 0 to {n}")
+        events = _plan_mxm_1d(a, b, ra, rb, ranks, w)
+    elif algorithm == "summa":
+        q = int(round(ranks ** 0.5))
+        if q * q != ranks:
+            raise GridError(f"plan_mxm: 2D Sparse SUMMA needs a square number of ranks, "
+                            f"but got {ranks}")
+        events = _plan_mxm_summa(a, b, q, w)
+    else:
+        raise ValueError(f"plan_mxm: unknown algorithm {algorithm!r}; expected one of "
+                         f"{MXM_PLANNERS}")
+    return SpmmPlan(f"mxm-{algorithm}", ranks, 0, w, events)
 
 
 def best_grid_3d(n, ranks, dims):

@@ -33,3 +33,15 @@ def test_grids_notebook_checks_against_scipy():
     for algo in ("1d", "1d-aware"):
         line = next(l for l in text.splitlines() if l.startswith(f"{algo}: max |Y - scipy|"))
         assert float(line.split("=")[1]) < 1e-3, line
+
+
+def test_graphblas_notebook_checks_against_scipy():
+    path = os.path.join(ROOT, "notebooks", "06_graphblas.ipynb")
+    text = "".join(execute_notebook(path))
+    line = next(l for l in text.splitlines() if l.startswith("triangles: spgnn="))
+    ours, ref = (int(part.split("=")[1]) for part in line.split()[1:3])
+    assert ours == ref > 0, line
+    assert "bfs levels equal scipy: True" in text
+    err = next(l for l in text.splitlines() if l.startswith("max_absdiff SUMMA max error:"))
+    assert float(err.split(":")[1]) < 1e-12, err
+    assert "masked entries inside A's pattern: 0" in text

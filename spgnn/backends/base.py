@@ -95,6 +95,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from ..local.alloc import empty
+from ..local.csr import LocalCSR
 from . import _validate as V
 
 __all__ = ["Backend"]
@@ -164,6 +165,48 @@ class Backend(ABC):
         V.check_spgemm(a, b, "spgemm")      # errors name the call the user made
         return self.spgemm_numeric(a, b, self.spgemm_symbolic(a, b), semiring)
 
+    def spgemm_masked(self, a, b, semiring, mask=None, *, structure=False, complement=False):
+        """``C<M> = A (+).(x) B`` for any semiring of the registry. Local.
+
+        ``mask`` is a :class:`LocalCSR` of the output's shape with sorted,
+        duplicate-free rows (or ``None``: no mask); ``structure`` allows its
+        stored entries, else its non-zero ones; ``complement`` inverts.  The
+        result holds exactly the allowed entries of the structural product,
+        sorted.  This default is the host reference (compute everything,
+        keep the allowed); the numba backend's kernel never forms a
+        masked-out entry.
+        """
+        from . import _algebra_ref as R
+
+        V.check_spgemm(a, b, "spgemm_masked")
+        semiring = V.check_semiring(semiring)
+        if semiring.row_mean:
+            raise ValueError("spgemm_masked: row_mean semirings are SpMM-only")
+
+        def h(m):
+            return LocalCSR(*(np.asarray(self.to_host(t)) for t in (m.indptr, m.indices, m.data)),
+                            m.shape, check=None)
+
+        c = R.spgemm_all(h(a), h(b), semiring)
+        c = R.filter_by_mask(c, None if mask is None else h(mask), structure, complement)
+        return LocalCSR(*(self.from_host(t) for t in (c.indptr, c.indices, c.data)), c.shape,
+                        check=None)
+
+    def map_binary(self, op, x, y):
+        """``op(x[e], y[e])`` over two 1-D host arrays of equal length. Local."""
+        from . import _algebra_ref as R
+        return R.map_binary(op, x, y)
+
+    def map_unary(self, op, x, rows=None, cols=None):
+        """``op(x[e])``, or ``op(x[e], rows[e], cols[e])`` for an index-aware op. Local."""
+        from . import _algebra_ref as R
+        return R.map_unary(op, x, rows, cols)
+
+    def reduce_rows(self, monoid, indptr, data, nrows):
+        """``(values, has)`` per row: the monoid's reduction and whether the row had entries."""
+        from . import _algebra_ref as R
+        return R.reduce_rows(monoid, indptr, data, nrows)
+
     @abstractmethod
     def sddmm(self, a, x, y, semiring): ...
 
@@ -206,5 +249,76 @@ class Backend(ABC):
     def dropout_csr(self, indptr, indices, data, p, base, rows, col0, ncols):
         """Counter-based inverted dropout of a CSR block's stored entries: new ``data``. Local."""
 
+    # -- message codec (paper 004 §2.6; host buffers, see spgnn/backends/_quant.py)
+    def quantize_rows(self, x, seg_counts, bits, rounding, param_dtype, base, row_keys):
+        """``(codes, params)``: per-row min/max ``bits``-bit codes, node-axis packed. Local.
+
+        Runs on host arrays (the codec sits next to the alltoallv); a device
+        backend inherits it.  Raises DTypeError on a NaN or infinite row.
+        """
+        from . import _quant
+
+        return _quant.encode(self.to_host(x), seg_counts, bits, rounding, param_dtype, base,
+                             row_keys)
+
+    def dequantize_rows(self, codes, params, seg_counts, bits, width, dtype=np.float32):
+        """The rows :meth:`quantize_rows` coded, as a host array. Local."""
+        from . import _quant
+
+        return _quant.decode(codes, params, seg_counts, bits, width, dtype)
+
+    # -- historical embedding cache (spgnn.gnn.hec; kernels/numba/hec.py) --------
+    # Not abstract: the numpy versions below are the reference; the numba
+    # backend runs the compiled kernels.  Arrays are host arrays.
+    def hec_store(self, cache, ptr, clock, keys, vals, born_iter):
+        """Store ``(keys, vals)`` in the ring ``cache`` in order; returns the new head. Local.
+
+        ``cache = (tag2slot, slot2tag, stamp, born, buf)``, updated in place
+        (semantics: ``kernels/numba/hec.py``).
+        """
+        return _reference_hec_store(cache, ptr, clock, keys, vals, born_iter)
+
+    def hec_search(self, cache, clock, keys, min_life, ls, check_age):
+        """``(positions, slots)`` of the valid hits among ``keys``. Local."""
+        tag2slot, _, stamp, _, _ = cache
+        keys = np.asarray(keys, dtype=np.int64)
+        sl = tag2slot[keys]
+        ok = sl >= 0
+        if check_age:
+            age = clock - stamp[np.maximum(sl, 0)]
+            ok &= (age >= min_life) & (age <= ls)
+        pos = np.flatnonzero(ok).astype(np.int64)
+        return pos, sl[pos].astype(np.int64)
+
+    def hec_load(self, cache, slots, rows, out):
+        """``out[rows] = buf[slots]`` (in place). Local."""
+        out[np.asarray(rows, dtype=np.int64)] = cache[4][np.asarray(slots, dtype=np.int64)]
+
     def __repr__(self):
         return f"<spgnn backend {self.name!r}>"
+
+
+def _reference_hec_store(cache, ptr, clock, keys, vals, born_iter):
+    """The ring store vectorised: exact when keys are distinct and fewer than ``cs``."""
+    tag2slot, slot2tag, stamp, born, buf = cache
+    keys = np.asarray(keys, dtype=np.int64)
+    cs = slot2tag.shape[0]
+    if keys.size == 0:
+        return int(ptr)
+    if keys.size > cs or np.unique(keys).size != keys.size:
+        # rare (callers push distinct keys, at most cs): one pair at a time
+        for i in range(keys.size):
+            ptr = _reference_hec_store(cache, ptr, clock, keys[i:i + 1], vals[i:i + 1],
+                                       np.asarray(born_iter)[i:i + 1])
+        return int(ptr)
+    old = tag2slot[keys]
+    slot2tag[old[old >= 0]] = -1
+    slots = (int(ptr) + np.arange(keys.size)) % cs
+    ev = slot2tag[slots]
+    tag2slot[ev[ev >= 0]] = -1
+    slot2tag[slots] = keys
+    tag2slot[keys] = slots
+    stamp[slots] = clock
+    born[slots] = born_iter
+    buf[slots] = vals
+    return int((int(ptr) + keys.size) % cs)

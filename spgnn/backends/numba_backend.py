@@ -26,6 +26,12 @@ from .base import Backend
 __all__ = ["NumbaBackend"]
 
 _K = {}
+_JIT = {}   # scalar operator function -> its numba-compiled version
+
+
+def _mul_func(semiring):
+    from ..local.ops import binary_op
+    return binary_op(semiring.multiply).func
 
 
 def _kernels():
@@ -33,10 +39,10 @@ def _kernels():
     if not _K:
         import numba
 
-        from .._kernels.numba import _ops, dedup, extract, gnn, sddmm, spgemm, spmm
+        from .._kernels.numba import _ops, dedup, extract, gnn, hec, sddmm, spgemm, spmm
 
         _K.update(numba=numba, ops=_ops, spmm=spmm, spgemm=spgemm, sddmm=sddmm,
-                  extract=extract, dedup=dedup, gnn=gnn)
+                  extract=extract, dedup=dedup, gnn=gnn, hec=hec)
     return _K
 
 
@@ -86,6 +92,10 @@ class _threads:
 
 def _codes(k, semiring):
     ops = k["ops"]
+    if not semiring.builtin:
+        raise ValueError(f"semiring {semiring.name!r}: this kernel implements only "
+                         f"{sorted(ops.ADD_CODES)} with {sorted(ops.MUL_CODES)}; user-defined and "
+                         f"GraphBLAS semirings run in mxm/mxv/spgemm_masked")
     return ops.ADD_CODES[semiring.add.name], ops.MUL_CODES[semiring.multiply]
 
 
@@ -186,6 +196,8 @@ class NumbaBackend(Backend):
         """
         V.check_spgemm(a, b, "spgemm")
         semiring = V.check_semiring(semiring)
+        if not semiring.builtin:
+            return self.spgemm_masked(a, b, semiring)
         m = a.shape[0]
         k = _kernels()
         indptr = np.empty(m + 1, dtype=np.int64)
@@ -287,6 +299,89 @@ class NumbaBackend(Backend):
         return LocalCSR(out_indptr, out_indices, out_data, (m, n), check=None)
 
     # -- SDDMM ---------------------------------------------------------------
+    # -- GraphBLAS: kernels specialised on the registry's operators -------------------
+    def _compiled(self, func):
+        """``func`` compiled by numba once per function object (user operators included)."""
+        got = _JIT.get(func)
+        if got is None:
+            got = _JIT[func] = _kernels()["numba"].njit(nogil=True, inline="always")(func)
+        return got
+
+    def spgemm_masked(self, a, b, semiring, mask=None, *, structure=False, complement=False):
+        """Mask-driven masked SpGEMM (:mod:`spgnn._kernels.numba.masked`): symbolic then numeric."""
+        V.check_spgemm(a, b, "spgemm_masked")
+        semiring = V.check_semiring(semiring)
+        if semiring.row_mean:
+            raise ValueError("spgemm_masked: row_mean semirings are SpMM-only")
+        if mask is None and semiring.builtin:
+            return self.spgemm(a, b, semiring)     # the tuned unmasked kernel
+        k = _kernels()
+        from .._kernels.numba import masked
+        sym, num = masked.masked_spgemm_kernels(self._compiled(semiring.add.op.func),
+                                                self._compiled(_mul_func(semiring)))
+        m, n = a.shape[0], b.shape[1]
+        if mask is None:
+            m_indptr, m_indices, keep, complement = np.zeros(m + 1, np.int64), np.zeros(0, np.int64), \
+                np.zeros(0, np.uint8), True
+        else:
+            m_indptr, m_indices = mask.indptr, mask.indices
+            keep = (np.ones(mask.nnz, np.uint8) if structure
+                    else (np.asarray(mask.data) != 0).astype(np.uint8))
+        dt = V.result_dtype(a.data, b.data)
+        idt = _common_index(a.indptr, b.indptr)
+        counts = np.empty(m, dtype=np.int64)
+        work = _spgemm_work(k, a, b)
+        nparts = max(1, min(k["numba"].get_num_threads(), m))
+        with _threads(k, work):
+            nparts_now = nparts if work >= SERIAL_WORK else 1
+            sym(a.indptr, a.indices, b.indptr, b.indices, m_indptr, m_indices, keep,
+                bool(complement), n, nparts_now, counts)
+        indptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        nnz = int(indptr[-1])
+        idt = V.index_dtype_for(nnz, (m, n), a.index_dtype, b.index_dtype)
+        out_indptr = indptr.astype(idt, copy=False)
+        out_indices, out_data = empty_arrays((nnz, idt), (nnz, dt))
+        with _threads(k, work):
+            num(a.indptr, a.indices, a.data.astype(dt, copy=False), b.indptr, b.indices,
+                b.data.astype(dt, copy=False), m_indptr, m_indices, keep, bool(complement), n,
+                nparts_now, out_indptr, out_indices, out_data)
+        return LocalCSR(out_indptr, out_indices, out_data, (m, n), check=None)
+
+    def map_binary(self, op, x, y):
+        from .._kernels.numba import masked
+        from ..local.ops import binary_op
+        op = binary_op(op)
+        if op.ufunc is not None and isinstance(op.ufunc, np.ufunc):
+            return super().map_binary(op, x, y)
+        x, y = np.asarray(x), np.asarray(y)
+        out = np.empty(x.shape, dtype=np.result_type(x, y))
+        masked.map_binary_kernel(self._compiled(op.func))(x, y, out)
+        return out
+
+    def map_unary(self, op, x, rows=None, cols=None):
+        from .._kernels.numba import masked
+        from ..local.ops import unary_op
+        op = unary_op(op)
+        x = np.asarray(x)
+        out = np.empty_like(x)
+        if op.indexed:
+            masked.map_indexed_kernel(self._compiled(op.func))(x, np.asarray(rows, np.int64),
+                                                               np.asarray(cols, np.int64), out)
+        elif op.ufunc is not None:
+            return super().map_unary(op, x)
+        else:
+            masked.map_unary_kernel(self._compiled(op.func))(x, out)
+        return out
+
+    def reduce_rows(self, monoid, indptr, data, nrows):
+        from .._kernels.numba import masked
+        data = np.asarray(data)
+        out = np.full(nrows, monoid.identity, dtype=data.dtype)
+        has = np.zeros(nrows, dtype=np.uint8)
+        masked.reduce_rows_kernel(self._compiled(monoid.op.func))(np.asarray(indptr), data, out, has)
+        return out, has.astype(bool)
+
     def sddmm(self, a, x, y, semiring):
         """``C.data[e] = a.data[e] (x) ((+)_k x[i, k] (x) y[j, k])`` on ``a``'s pattern.
 
@@ -393,6 +488,33 @@ class NumbaBackend(Backend):
         nrows = len(indptr) - 1
         k["dedup"].sort_rows_by_column(indptr, indices, data,
                                        max(1, min(nrows, 4 * k["numba"].get_num_threads())))
+
+    # -- historical embedding cache --------------------------------------------
+    def hec_store(self, cache, ptr, clock, keys, vals, born_iter):
+        """Ring store (:func:`spgnn._kernels.numba.hec.store`); returns the new head."""
+        tag2slot, slot2tag, stamp, born, buf = cache
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        vals = np.ascontiguousarray(vals, dtype=buf.dtype).reshape(keys.size, buf.shape[1])
+        bi = np.ascontiguousarray(np.broadcast_to(np.asarray(born_iter, np.int64), keys.shape))
+        return int(_kernels()["hec"].store(tag2slot, slot2tag, stamp, born, buf, np.int64(ptr),
+                                           np.int64(clock), keys, vals, bi))
+
+    def hec_search(self, cache, clock, keys, min_life, ls, check_age):
+        """Valid hits (:func:`spgnn._kernels.numba.hec.search`): ``(positions, slots)``."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        pos = np.empty(keys.size, dtype=np.int64)
+        slots = np.empty(keys.size, dtype=np.int64)
+        h = _kernels()["hec"].search(cache[0], cache[2], np.int64(clock), keys,
+                                     np.int64(min_life), np.int64(ls), bool(check_age), pos, slots)
+        return pos[:h], slots[:h]
+
+    def hec_load(self, cache, slots, rows, out):
+        """``out[rows] = buf[slots]`` in place (:func:`spgnn._kernels.numba.hec.load`)."""
+        buf = cache[4]
+        if out.dtype != buf.dtype or not out.flags.c_contiguous:
+            return super().hec_load(cache, slots, rows, out)
+        _kernels()["hec"].load(buf, np.ascontiguousarray(slots, dtype=np.int64),
+                               np.ascontiguousarray(rows, dtype=np.int64), out)
 
     # -- element-wise GNN kernels ----------------------------------------------
     def relu(self, x):

@@ -31,7 +31,7 @@ def collect():
         "python": f"{platform.python_version()} ({sys.executable})",
         "platform": platform.platform(),
         "packages": {d: _version(d) for d in ("numpy", "scipy", "numba", "mpi4py", "mpich",
-                                               "cupy-cuda13x", "pymetis", "hypothesis", "pytest")},
+                                               "cupy-cuda13x", "cupy-cuda12x", "cuda-bindings", "pymetis", "hypothesis", "pytest")},
         "mpiexec": shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec"),
     }
     try:
@@ -43,6 +43,9 @@ def collect():
         out["mpi_library"] = f"unavailable: {type(exc).__name__}: {exc}"
     out["backends"] = {name: ("available" if why is None else f"unavailable: {why}")
                        for name, why in backend_status().items()}
+    from spgnn.backends.cupy_backend import CupyBackend
+
+    out["gpu"] = CupyBackend.device_info()
     out["numba_threads"] = os.environ.get("NUMBA_NUM_THREADS", f"default ({os.cpu_count()} cores)")
     return out
 

@@ -17,16 +17,22 @@ from spgnn.grid import parse_grid
 from spgnn.partition import PARTITIONERS, partition_graph, permute, write_partition_file
 
 from . import json_safe
+from ._graph_options import add_graph_options, graph_options
+
+#: Distributed SpGEMM ``A·A`` algorithms (spgnn.core.mxm) the command also plans.
+MXM_ALGOS = ("mxm-1d", "mxm-summa")
 
 
 def add_parser(sub):
     p = sub.add_parser("plan", help="plan SpMM communication for many rank counts without running them")
     p.add_argument("--graph", required=True, help="dataset name (cora), graph file or generator "
                                                   "spec (rmat:16:16)")
+    add_graph_options(p)
     p.add_argument("--ranks", default="8,64,256,1024", help="comma-separated rank counts")
     p.add_argument("--feat", type=int, default=128, help="columns of X (default 128)")
     p.add_argument("--algos", default=",".join(DISTRIBUTED_ALGORITHMS),
-                   help="comma-separated algorithms")
+                   help="comma-separated algorithms: SpMM ones, and mxm-1d, mxm-summa "
+                        "(SpGEMM A·A; summa only at square rank counts)")
     p.add_argument("--partition", default="metis", choices=tuple(PARTITIONERS),
                    help="row order and blocks (spgnn.partition.PARTITIONERS; default metis)")
     p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms (default 2)")
@@ -38,6 +44,19 @@ def add_parser(sub):
                    help="write the partition used (one part id per vertex); with several part "
                         "counts, FILE gets a .<parts> suffix per count")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--aggregation", default="",
+                   help="for 1d-aware, also the message rows and fp32 bytes of these cut-edge "
+                        "aggregations, e.g. post,pre,hybrid (docs/communication.md)")
+    p.add_argument("--time", action="store_true",
+                   help="predict a GCN epoch's time for every configuration (1d, 1d-aware, "
+                        "15d/15d-aware x c, 3d x grid) per rank count, ranked, with the "
+                        "performance model (spgnn.perfmodel)")
+    p.add_argument("--dims", default=None,
+                   help="with --time: layer widths D0,D1,...,DL (default FEAT,FEAT,FEAT)")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="with --time: calibration file (default $SPGNN_CALIBRATION or "
+                        "~/.cache/spgnn/calibration.json, else built-in defaults)")
+    p.add_argument("--top", type=int, default=5, help="with --time: configurations shown per P")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(command="plan")
     return p
@@ -92,6 +111,8 @@ def _check_plan_args(args):
         v = getattr(args, name)
         if v is not None and not (np.isfinite(v) and v >= 0):
             raise ValueError(f"plan: --{name} must be a finite number >= 0, but got {v}")
+    if args.top < 1:
+        raise ValueError(f"plan: --top must be >= 1, but got {args.top}")
     ranks = _parse_list(args.ranks, "ranks", int)
     if ranks and max(ranks) > MAX_PLAN_RANKS:
         raise ValueError(f"plan: --ranks must be at most {MAX_PLAN_RANKS}, but got {max(ranks)}")
@@ -100,17 +121,17 @@ def _check_plan_args(args):
 def plan_all(args):
     """Every (ranks, algorithm) plan as dicts, plus the partitions used. Local."""
     from spgnn.io import load_adjacency
-    from spgnn.planner import best_grid_3d, plan_spmm
+    from spgnn.planner import best_grid_3d, plan_mxm, plan_spmm
 
 
     _check_plan_args(args)
     ranks_list = _parse_list(args.ranks, "ranks", int)
     algos = _parse_list(args.algos, "algos")
-    bad = [a for a in algos if a not in DISTRIBUTED_ALGORITHMS]
+    bad = [a for a in algos if a not in DISTRIBUTED_ALGORITHMS + MXM_ALGOS]
     if bad or min(ranks_list) < 1:
-        raise ValueError(f"plan: algorithms must be among {DISTRIBUTED_ALGORITHMS} and ranks "
+        raise ValueError(f"plan: algorithms must be among {DISTRIBUTED_ALGORITHMS + MXM_ALGOS} and ranks "
                          f"positive, but got algos={algos}, ranks={ranks_list}")
-    adj, name = load_adjacency(args.graph)
+    adj, name = load_adjacency(args.graph, **graph_options(args))
     n = adj.shape[0]
     alpha, beta, source = _alpha_beta(args)
     partitions = {}
@@ -125,6 +146,16 @@ def plan_all(args):
     for p in ranks_list:
         for algo in algos:
             extra, blocks = {}, p
+            if algo in MXM_ALGOS:                  # SpGEMM A·A (float64 values)
+                kind = algo[len("mxm-"):]
+                if kind == "summa" and int(round(p ** 0.5)) ** 2 != p:
+                    continue                       # SUMMA needs a square grid
+                _, offsets, a = ordered(p) if kind == "1d" else (None, None, adj)
+                plan = plan_mxm(a, a, kind, p, offsets=offsets, b_offsets=offsets)
+                row = plan.to_dict(alpha, beta)
+                row["setup_bytes_total"] = plan.bytes_total("setup")
+                rows.append(row)
+                continue
             if algo in ("15d", "15d-aware"):
                 if p % args.replication:
                     continue                       # c must divide P
@@ -143,10 +174,69 @@ def plan_all(args):
                 row["grid"] = "x".join(map(str, extra["grid"]))
             if "replication" in extra:
                 row["replication"] = extra["replication"]
+            if algo == "1d-aware" and args.aggregation:
+                row["aggregation"] = _aggregation_rows(a, offsets, args)
             rows.append(row)
     meta = {"graph": name, "n": n, "nnz": int(adj.nnz), "feat": args.feat,
             "partition": args.partition, "alpha": alpha, "beta": beta, "alpha_beta": source}
+    if args.time:
+        meta["time"], meta["timed"] = time_all(args, adj, ordered)
     return meta, rows, partitions
+
+
+def _aggregation_rows(a, offsets, args):
+    """``{mode: {"rows", "bytes"}}`` of one forward exchange (paper 004). Local."""
+    from spgnn.core.hybrid import predict_messages
+
+    out = {}
+    for mode in _parse_list(args.aggregation, "aggregation"):
+        rows = int(predict_messages(a, offsets, mode).sum())
+        out[mode] = {"rows": rows, "bytes": rows * args.feat * args.itemsize}
+    return out
+
+
+def time_all(args, adj, ordered):
+    """Per rank count, every configuration's predicted epoch, fastest first. Local."""
+    from spgnn.perfmodel import load_calibration, rank_configs
+
+    dims = _parse_list(args.dims, "dims", int) if args.dims else [args.feat] * 3
+    if len(dims) < 2 or min(dims) < 1:
+        raise ValueError(f"plan: --dims needs two or more positive widths, but got {dims}")
+    cal = load_calibration(args.calibration)
+
+    def offsets_for(blocks):
+        _, offsets, a = ordered(blocks)
+        return a, offsets
+
+    out = []
+    for p in _parse_list(args.ranks, "ranks", int):
+        ranked = rank_configs(adj, p, dims, cal, offsets_for=offsets_for, itemsize=args.itemsize)
+        out.append({"ranks": p, "ranking": [r.to_dict() for r in ranked]})
+    meta = {"dims": dims, "calibration": cal.meta.get("source", args.calibration or "file"),
+            "calibrated": {"compute": "compute" in cal.meta, "comm": "comm" in cal.meta}}
+    return meta, out
+
+
+def _time_table(meta, timed, top):
+    lines = [f"predicted GCN epoch, widths {meta['dims']} (calibration: compute "
+             f"{'measured' if meta['calibrated']['compute'] else 'defaults'}, communication "
+             f"{'measured' if meta['calibrated']['comm'] else 'defaults'})",
+             f"{'ranks':>6} {'rank':>4} {'configuration':<20} {'epoch s':>11} {'compute s':>11} "
+             f"{'comm s':>11} {'max bytes/rank':>15}"]
+    for entry in timed:
+        for k, r in enumerate(entry["ranking"][:top]):
+            name = r["algorithm"] + (f" {r['grid']}" if r["grid"] else
+                                     f" c={r['replication']}" if r["algorithm"].startswith("15d")
+                                     else "")
+            lines.append(f"{entry['ranks']:>6} {k + 1:>4} {name:<20} {r['seconds']:>11.3e} "
+                         f"{r['compute_seconds']:>11.3e} {r['comm_seconds']:>11.3e} "
+                         f"{r['comm_bytes_max_rank']:>15,d}")
+        best = entry["ranking"][0]
+        lines.append(f"{'':>6} chosen: {best['algorithm']}"
+                     + (f" --grid {best['grid']}" if best["grid"] else "")
+                     + (f" --replication {best['replication']}"
+                        if best["algorithm"].startswith("15d") else ""))
+    return "\n".join(lines)
 
 
 def _save_partitions(path, partitions, n):
@@ -173,6 +263,9 @@ def _table(meta, rows):
         lines.append(f"{r['ranks']:>6} {r['algorithm']:<10} {shape:>8} {r['bytes_total']:>15,d} "
                      f"{r['bytes_max_rank']:>13,d} {r['setup_bytes_total']:>13,d} "
                      f"{r['seconds_estimate']:>13.3e}")
+        for mode, v in r.get("aggregation", {}).items():
+            lines.append(f"{'':>6}   {mode + ' aggregation':<18} rows={v['rows']:,d} "
+                         f"bytes={v['bytes']:,d}")
         for c in r["collectives"]:
             if c["phase"] == "spmm":
                 calls = f" x{c['calls']}" if c["calls"] > 1 else ""
@@ -193,6 +286,8 @@ def run(args):
                          allow_nan=False), flush=True)
     else:
         print(_table(meta, rows))
+        if args.time:
+            print(_time_table(meta["time"], meta["timed"], args.top))
         for path in saved:
             print(f"partition written to {path}")
     return 0

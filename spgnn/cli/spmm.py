@@ -17,12 +17,14 @@ from spgnn.grid import parse_grid
 from spgnn.partition import (PARTITIONERS, order_from_parts, partition_graph, permute,
                            read_partition_file)
 from . import print_result
+from ._graph_options import add_graph_options, graph_options
 
 
 def add_parser(sub):
     p = sub.add_parser("spmm", help="run one distributed SpMM and report time and bytes")
     p.add_argument("--graph", required=True, help="dataset name (cora), graph file or generator "
                                                   "spec (rmat:16:16)")
+    add_graph_options(p)
     p.add_argument("--feat", type=int, default=64, help="columns of X (default 64)")
     p.add_argument("--algo", default="1d-aware", choices=DISTRIBUTED_ALGORITHMS)
     p.add_argument("--partition", default="none", choices=tuple(PARTITIONERS),
@@ -47,7 +49,7 @@ def _prepare_root(args, blocks):
 
     from spgnn.io import load_adjacency
 
-    adj, name = load_adjacency(args.graph)
+    adj, name = load_adjacency(args.graph, **graph_options(args))
     n = adj.shape[0]
     if args.partition_file:
         perm, offsets = order_from_parts(read_partition_file(args.partition_file, n), blocks)

@@ -46,6 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import print_result
+from ._graph_options import add_graph_options, graph_options
 
 from ..backends import get_backend
 from ..checkpoint import DirectoryLock, load_training_state, write_npz_atomic
@@ -54,6 +55,8 @@ from ..core.spmm import DISTRIBUTED_ALGORITHMS
 from ..errors import CheckpointError, NonFiniteError
 from ..gnn import (Adam, Checkpoint, DistGraph, EvaluateEvery, Metrics, MinibatchGraph,
                    MinibatchTrainer, ProgressBar, Trainer)
+from ..gnn.compression import configure_exchange
+from ..gnn.label_prop import LabelPropagation, LabelPropTrainer
 from ..gnn.registry import MODELS
 from ..grid import parse_grid
 from ..io import load_graph, load_on_root
@@ -61,6 +64,7 @@ from ..io.preprocess import random_projection, row_normalize_features
 from ..io.synthetic import (FEATURE_SPECS, LABEL_SPECS, check_feature_spec, check_label_spec,
                             with_synthetic)
 from ..partition import PARTITIONERS
+from . import hec_options
 from ..sampling import GraphSAGESampler, LADIESSampler
 
 DTYPES = ("float32", "float64")
@@ -82,13 +86,17 @@ def add_parser(sub):
                                                   "datasets), graph file or folder, or "
                                                   "generator spec (sbm:300:3:0)")
     p.add_argument("--name", default=None, help="dataset in a folder holding several (cora)")
+    add_graph_options(p)
     p.add_argument("--model", default="gcn", choices=tuple(models),
                    help="; ".join(f"{n}: {s.help}" for n, s in models.items()))
-    p.add_argument("--algo", default="1d-aware", choices=DISTRIBUTED_ALGORITHMS)
+    p.add_argument("--algo", default="auto", choices=("auto",) + tuple(DISTRIBUTED_ALGORITHMS),
+                   help="auto (default): the configuration the performance model predicts "
+                        "fastest, with its --replication or --grid (spgnn.cli.auto)")
     p.add_argument("--partition", default="none", choices=tuple(PARTITIONERS))
     p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms and "
                                                               "partitioned sampling (default 2)")
-    p.add_argument("--grid", default=None, help="XxYxZ for 3d (default: the most cubic)")
+    p.add_argument("--grid", default=None, help="XxYxZ for 3d (with --algo auto: use 3d on "
+                                                "this grid; default for 3d: the most cubic)")
     p.add_argument("--backend", default=None, help="numpy | numba (default numba)")
     p.add_argument("--dtype", default="float32", choices=DTYPES)
     p.add_argument("--epochs", type=int, default=None,
@@ -146,6 +154,18 @@ def add_parser(sub):
     sage.add_argument("--model-selection", default=None, choices=("best-val", "last"),
                       help="report the model of the epoch with the best validation accuracy "
                            "(default when evaluating) or of the last epoch")
+    comp = p.add_argument_group("communication reduction (full-graph, --algo 1d-aware; "
+                                "paper 004, docs/communication.md)")
+    comp.add_argument("--aggregation", default="post", choices=("post", "pre", "hybrid"),
+                      help="cut edges: raw source rows (post), partial sums (pre), or a minimum "
+                           "vertex cover per rank pair (hybrid)")
+    comp.add_argument("--quantize", default="none", choices=("none", "int8", "int4", "int2"),
+                      help="training exchanges (forward and gradient) as per-row int codes")
+    comp.add_argument("--rounding", default="stochastic", choices=("stochastic", "nearest"))
+    comp.add_argument("--label-prop", type=float, default=0.0, metavar="RATIO",
+                      help="UniMP masked label embedding: each epoch every training node's "
+                           "label joins its input with probability RATIO (0: off; paper 0.62)")
+    hec_options.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(command="train")
@@ -202,10 +222,11 @@ def apply_model_defaults(args):
         if getattr(args, key) is None:
             setattr(args, key, value)
     others = {o for s in MODELS.values() for o in s.options} - set(spec.options)
-    keys = {k for k in others if getattr(args, k) is not None}
-    given = [f"--{k.replace('_', '-')}" for k in sorted(keys)]
+    keys = [k for k in sorted(others) if getattr(args, k) is not None]
+    given = [f"--{k.replace('_', '-')}" for k in keys]
     if given:
-        owners = sorted(n for n, s in MODELS.items() if set(s.options) & keys)
+        # the models those options belong to, not every model with options of its own
+        owners = sorted(n for n, s in MODELS.items() if set(s.options) & set(keys))
         raise ValueError(f"train: {', '.join(given)} only apply to "
                          f"{' or '.join('--model ' + n for n in owners)}")
     if spec.training == "minibatch":
@@ -244,12 +265,20 @@ def check_args(args, p):
         get_backend(args.backend)          # unknown or unavailable: raises the same everywhere
     _parse_split(args.split)
     check_synthetic(args)
+    if not 0 <= args.label_prop < 1:
+        raise ValueError(f"train: --label-prop must lie in [0, 1), but got {args.label_prop}")
+    reduced = args.aggregation != "post" or args.quantize != "none" or args.label_prop
+    if reduced and spec.training == "full-graph" and args.algo == "auto":
+        args.algo = "1d-aware"          # the one algorithm these exchanges exist for
+    if reduced and (spec.training != "full-graph" or args.algo != "1d-aware"):
+        raise ValueError("train: --aggregation, --quantize and --label-prop need a full-graph "
+                         "model with --algo 1d-aware")
     if spec.training == "full-graph":
         if args.algo in ("15d", "15d-aware") and (args.replication < 1 or p % args.replication):
             raise ValueError(f"train: --replication must divide the {p} ranks, but got "
                              f"{args.replication}")
-        if args.grid is not None and args.algo != "3d":
-            raise ValueError("train: --grid applies to --algo 3d only")
+        if args.grid is not None and args.algo not in ("3d", "auto"):
+            raise ValueError("train: --grid applies to --algo 3d (or auto) only")
         if args.grid is not None:
             parse_grid(args.grid, p, ndim=3, what="train: --grid")
         return
@@ -266,12 +295,15 @@ def check_args(args, p):
         raise ValueError(f"train: --ladies-size must be >= 1, but got {args.ladies_size}")
     if args.partition_mode == "partitioned" and (args.replication < 1 or p % args.replication):
         raise ValueError(f"train: --replication {args.replication} must divide the {p} ranks")
+    hec_options.check(args, p)
 
 
 def _config(args, p):
     spec = MODELS[args.model]
     keys = _CONFIG_KEYS + ((_MINIBATCH_CONFIG_KEYS + spec.options)
                            if spec.training == "minibatch" else ())
+    if spec.training == "minibatch" and hec_options.enabled(args):
+        keys += hec_options.CONFIG_KEYS
     cfg = {k: getattr(args, k) for k in keys}
     # ./x and x are one file: compare real paths (a generator spec stays as given)
     cfg["graph"] = os.path.realpath(args.graph) if os.path.exists(args.graph) else str(args.graph)
@@ -284,7 +316,7 @@ def _config(args, p):
 # ------------------------------------------------------------------ loading
 def load_root(args):
     """Rank 0: the graph with a split, its features projected when asked. Local."""
-    graph = with_synthetic(load_graph(args.graph, name=args.name), args.features, args.labels)
+    graph = with_synthetic(load_graph(args.graph, name=args.name, **graph_options(args)), args.features, args.labels)
     split = _parse_split(args.split)
     if split is None and graph.train_mask is None:
         split = (0.6, 0.2)
@@ -318,6 +350,8 @@ def _options(args):
 
 
 def _build_full_graph(comm, args, graph, spec):
+    if args.algo == "auto":
+        _choose_auto(comm, args, graph)
     kw = {}
     if args.algo == "3d" and args.grid:
         kw["grid"] = parse_grid(args.grid, comm.size, ndim=3, what="train: --grid")
@@ -325,15 +359,44 @@ def _build_full_graph(comm, args, graph, spec):
                               replication=args.replication, backend=args.backend,
                               seed=args.seed, dtype=np.dtype(args.dtype),
                               normalize_features=not args.feature_dim, **kw)
+    configure_exchange(dg, args.aggregation, args.quantize, args.rounding, seed=args.seed)
+    lp = LabelPropagation(dg, args.label_prop, args.seed).attach() if args.label_prop else None
     model = spec.build(dg.num_features, dg.num_classes, _options(args))
-    trainer = Trainer(model, dg, Adam(model.param_groups(args.weight_decay), lr=args.lr))
+    opt = Adam(model.param_groups(args.weight_decay), lr=args.lr)
+    trainer = Trainer(model, dg, opt) if lp is None else LabelPropTrainer(model, dg, opt, lp)
     return trainer, args.algo
+
+
+def _choose_auto(comm, args, graph):
+    """Replace ``--algo auto`` by the model's choice (agreed by all ranks), log the top 3."""
+    import sys
+
+    from .auto import choose, describe
+
+    dims = None
+    if graph is not None:       # rank 0; --feature-dim is already applied by load_root
+        dims = ([int(graph.features.shape[1])] + [args.hidden] * (args.layers - 1)
+                + [int(graph.num_classes)])
+    algo, c, grid, top = choose(comm, graph, dims, partition=args.partition, seed=args.seed,
+                                grid=args.grid)
+    args.algo, args.auto_choice = algo, top
+    if algo.startswith("15d"):
+        args.replication = c
+    if grid is not None:
+        args.grid = "x".join(map(str, grid))
+    if comm.rank == 0:
+        print(f"--algo auto chose {top[0]['algorithm']}"
+              f"{' --grid ' + args.grid if grid else ''}"
+              f"{' --replication %d' % c if algo.startswith('15d') else ''}:\n{describe(top)}",
+              file=sys.stderr, flush=True)
 
 
 def _build_minibatch(comm, args, graph, spec):
     fanout = _parse_fanout(args.fanout)
     c = args.replication if args.partition_mode == "partitioned" else 1
     dtype = np.dtype(args.dtype)
+    if hec_options.enabled(args):
+        return hec_options.build(comm, args, graph, spec, fanout, dtype, _options(args))
     mg = MinibatchGraph.from_graph(graph, comm, mode=args.partition_mode, replication=c, root=0,
                                    dtype=dtype, backend=args.backend,
                                    normalize_features=not args.feature_dim)
@@ -521,6 +584,7 @@ def _run(comm, args, spec, cfg, trainer, algorithm, name, selection, ckpt_dir, t
     bytes_epoch = [h[2] for h in metrics.history]
     g = trainer.graph
     out = {"graph": name, "ranks": p, "algorithm": algorithm, "model": args.model,
+           **({"auto": args.auto_choice} if getattr(args, "auto_choice", None) else {}),
            "seed": args.seed, "n": trainer.eval_graph.num_nodes,
            "features": trainer.eval_graph.num_features,
            "classes": trainer.eval_graph.num_classes,
@@ -535,8 +599,11 @@ def _run(comm, args, spec, cfg, trainer, algorithm, name, selection, ckpt_dir, t
            "setup_seconds": setup_seconds,
            "bytes_per_epoch": int(bytes_epoch[-1]) if bytes_epoch else 0,
            "bytes_per_epoch_constant": len(set(bytes_epoch)) <= 1,
-           "bytes_per_epoch_max_rank": max(per_rank)}
+           "bytes_per_epoch_max_rank": max(per_rank),
+           "bytes_per_epoch_by_label": _bytes_by_label(comm, metrics.last)}
     if not minibatch:
+        out.update({"aggregation": args.aggregation, "quantize": args.quantize,
+                    "rounding": args.rounding, "label_prop": args.label_prop})
         out.update({"partition": args.partition, "hidden": args.hidden, "layers": args.layers,
                     "dtype": args.dtype,
                     "sparse_features": type(g.features).__name__ == "SparseBackedMatrix"})
@@ -549,12 +616,27 @@ def _run(comm, args, spec, cfg, trainer, algorithm, name, selection, ckpt_dir, t
     out.update({"sampler": args.sampler, "fanout": list(_parse_fanout(args.fanout)),
                 "batch_size": args.batch_size, "bulk": args.bulk,
                 "partition_mode": args.partition_mode, "replication": g.replication,
-                "hidden": args.hidden, "steps_per_epoch": int(trainer.schedule().shape[0]),
+                "hidden": args.hidden,
+                "steps_per_epoch": int(getattr(trainer, "iterations", None)
+                                       or trainer.schedule().shape[0]),
                 "fetch_bytes_per_epoch": fetch,
                 "model_selection": "best-val" if restored else "last",
                 "last_epoch_test_acc": last_ev["test_acc"],
                 "last_epoch_val_acc": last_ev["val_acc"], **best})
+    if hec_options.enabled(args):
+        out.update(hec_options.report(comm, trainer, last))
     return out
+
+
+def _bytes_by_label(comm, last):
+    """Ledger label -> bytes all ranks sent in the last epoch (codec data and params apart,
+    the gradient all-reduce under ``gnn:grad-*``). Collective."""
+    mine = (last or {}).get("bytes_by_label", {})
+    out = {}
+    for part in comm.allgather_obj(mine, label="train:report"):
+        for k, v in part.items():
+            out[k] = out.get(k, 0) + int(v)
+    return dict(sorted(out.items()))
 
 
 def run(args):

@@ -16,8 +16,11 @@ counted.  ``messages`` counts the messages this rank *sends*.
 allreduce (``op="allreduce"``)
     Ring model over the ``n``-element buffer: ``sent = recv = 2·(n − block(n, p, r))·w``
     (reduce-scatter then allgather, each moving every block but one's own);
-    ``messages = 2·(p − 1)``; 0 when ``p == 1`` or ``n == 0``.  Summed over
-    ranks: ``2·(p − 1)·m`` each way.
+    ``messages = 2·⌈log₂ p⌉``: the message count of recursive halving then
+    doubling (Rabenseifner), the schedule MPICH runs for a sum, whose bytes
+    equal the ring's for a power of two; the ring's ``2·(p − 1)`` would
+    overstate the latency term ``α·messages`` 170-fold at 4096 ranks.
+    0 when ``p == 1`` or ``n == 0``.  Summed over ranks: ``2·(p − 1)·m`` each way.
 
 allgather / allgatherv (``op="allgather"`` / ``"allgatherv"``)
     Direct model: ``own`` = this rank's contribution in bytes, ``total`` = all
@@ -70,7 +73,7 @@ from typing import Iterator
 from spgnn.layout import block_bounds
 
 __all__ = ["CommEvent", "CommStats", "ReducedStats", "Ledger", "block_size",
-           "FIELDS", "model_allreduce", "model_allgather", "model_alltoallv"]
+           "FIELDS", "model_allreduce", "allreduce_messages", "model_allgather", "model_alltoallv"]
 
 #: Aggregated numeric fields, in table order.
 FIELDS = ("calls", "bytes_sent", "bytes_recv", "messages", "seconds")
@@ -118,9 +121,17 @@ class CommEvent:
 
 
 def model_allreduce(n: int, itemsize: int, p: int, r: int) -> tuple:
-    """``(sent, recv, messages)`` of rank ``r`` for an ``n``-element allreduce (ring model)."""
+    """``(sent, recv, messages)`` of rank ``r`` for an ``n``-element allreduce.
+
+    Bytes: the ring model; messages: ``2·⌈log₂ p⌉`` (module docs).
+    """
     moved = 2 * (n - block_size(n, p, r)) * itemsize if p > 1 else 0
-    return moved, moved, (2 * (p - 1) if p > 1 and n > 0 else 0)
+    return moved, moved, (allreduce_messages(p) if n > 0 else 0)
+
+
+def allreduce_messages(p: int) -> int:
+    """Messages one rank sends in an allreduce over ``p`` ranks: ``2·⌈log₂ p⌉`` (0 for p = 1)."""
+    return 2 * (int(p) - 1).bit_length() if p > 1 else 0
 
 
 def model_allgather(own: int, total: int, p: int) -> tuple:

@@ -12,7 +12,9 @@ from ..backends import get_backend
 from ..errors import DimensionMismatch, DTypeError, InvalidSparseStructure, LayoutMismatch
 from ..layout import Layout
 from ..local.csr import VALUE_DTYPES, LocalCSR
+from ..local.ops import Mask
 from . import dispatch
+from .expr import Expr, Target
 from ._dist_common import (as_layout, check_grid, check_shape, fingerprint, primary_owners,
                            same_on_every_rank, transfer_rects)
 
@@ -30,6 +32,16 @@ def _block_csr(a, r0, r1, c0, c1, backend) -> LocalCSR:
     data = blk.data if blk.data.dtype in VALUE_DTYPES else blk.data.astype(np.float64)
     xp = backend.from_host
     return LocalCSR(xp(blk.indptr.astype(idt)), xp(blk.indices.astype(idt)), xp(data), blk.shape)
+
+
+def _summed(a):
+    """``a`` (a scipy CSR array) with duplicate entries summed and indices sorted:
+    the one rule every constructor applies.  A copy when ``a`` is not canonical."""
+    if a.has_canonical_format:
+        return a
+    a = a.copy()
+    a.sum_duplicates()
+    return a
 
 
 def _csr_from_coo(rows, cols, vals, shape, dtype, backend) -> LocalCSR:
@@ -115,11 +127,16 @@ class DistSparseMatrix:
         skips it when the caller knows the inputs are equal.  With
         ``root=r`` only rank ``r`` needs ``a``; its nonzeros are scattered
         with one alltoallv of coordinates and values.
+
+        Duplicate entries (equal row and column) are summed, as in every
+        constructor of this class (``from_local`` too), so a semiring other
+        than plus-times sees one entry per position whichever way the matrix
+        was built; the caller's arrays are not modified.
         """
         be = get_backend(backend)
         comm = grid.world if hasattr(grid, "world") else None
         if root is None:
-            a = cls._as_scipy(a)
+            a = _summed(cls._as_scipy(a))
             if check_same and comm is not None and comm.size > 1:
                 same_on_every_rank(comm, fingerprint(a.indptr, a.indices, a.data) + (a.shape,),
                                    "DistSparseMatrix.from_global(root=None)", "matrix")
@@ -166,6 +183,9 @@ class DistSparseMatrix:
         Collective: every rank validates its block (``check="full"`` runs the
         O(nnz) checks) and the ranks agree before anyone raises, so a
         malformed block on one rank raises the same error type on all ranks.
+        Duplicate entries of a block are summed (and its indices sorted) into a
+        new block, as ``from_global`` does; a block already in canonical form is
+        kept as given (one O(nnz) check on the host).
         """
         check_grid("DistSparseMatrix.from_local", grid)
         shape = check_shape(shape)
@@ -188,7 +208,14 @@ class DistSparseMatrix:
         grid.world.agree(err)
         same_on_every_rank(grid.world, (shape, layout), "DistSparseMatrix.from_local",
                            "global shape and layout")
-        return cls._finish(local, shape, grid, layout, get_backend(backend))
+        be = get_backend(backend)
+        host = local.to_scipy()
+        if not host.has_canonical_format:
+            host = _summed(host)
+            local = LocalCSR(be.from_host(host.indptr.astype(local.index_dtype)),
+                             be.from_host(host.indices.astype(local.index_dtype)),
+                             be.from_host(host.data), host.shape)
+        return cls._finish(local, shape, grid, layout, be)
 
     # -- collective operations -----------------------------------------------------------
     def _coo_host(self):
@@ -269,6 +296,45 @@ class DistSparseMatrix:
             got = self.transpose().redistribute(self.layout)
             self._cache["transposed"] = got
         return got
+
+    # -- GraphBLAS expressions (evaluated by ``<<`` or ``.new()``; see spgnn.core.expr) ----
+    @property
+    def S(self) -> Mask:
+        """This matrix as a structural mask (its stored entries); ``~A.S`` complements."""
+        return Mask(self, structure=True)
+
+    @property
+    def V(self) -> Mask:
+        """This matrix as a value mask (its non-zero entries)."""
+        return Mask(self, structure=False)
+
+    def __call__(self, mask=None, accum=None, replace=False) -> Target:
+        """``C(mask=M.S, accum="plus", replace=True) << expr`` writes ``expr`` into C."""
+        return Target(self, mask, accum, replace)
+
+    def __lshift__(self, expr):
+        """``C << expr``: evaluate into C (no mask, no accum). Collective."""
+        return Target(self) << expr
+
+    def mxm(self, other, semiring="plus_times", *, algorithm=None) -> Expr:
+        """``self (+).(x) other`` (sparse x sparse; :func:`spgnn.core.mxm.mxm`), deferred."""
+        return Expr("mxm", self, other, semiring, algorithm=algorithm)
+
+    def mxv(self, v, semiring="plus_times") -> Expr:
+        """``self (+).(x) v`` for an ``n x 1`` sparse vector, deferred."""
+        return Expr("mxv", self, v, semiring)
+
+    def ewise_add(self, other, op="plus") -> Expr:
+        return Expr("ewise_add", self, other, op)
+
+    def ewise_mult(self, other, op="times") -> Expr:
+        return Expr("ewise_mult", self, other, op)
+
+    def apply(self, op) -> Expr:
+        return Expr("apply", self, op)
+
+    def select(self, selector, thunk=0) -> Expr:
+        return Expr("select", self, selector, thunk)
 
     def __matmul__(self, other):
         """``A @ X`` is ``spmm(A, X)`` (plus_times, algorithm from the layouts). Collective."""

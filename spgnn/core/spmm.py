@@ -46,6 +46,7 @@ from ._dist_common import check_product
 from .dist_dense import DistDenseMatrix
 from .dist_sparse import DistSparseMatrix
 from .exchange import ExchangePlan
+from .hybrid import AGGREGATIONS, HybridPlan
 from .spmm_15d import match_15d, spmm_15d, spmm_15d_aware
 from .spmm_3d import roles_3d, spmm_3d
 from .spmm_common import row_split_result
@@ -114,9 +115,21 @@ def _spmm_1d(A, X, semiring):
     return row_split_result(A, X, be.spmm(A.local, be.from_host(x_full), semiring))
 
 
-def _spmm_1d_aware(A, X, semiring):
-    """Sparsity-aware 1D: one alltoallv of exactly the rows A's block needs."""
+def _spmm_1d_aware(A, X, semiring, aggregation="post", codec=None):
+    """Sparsity-aware 1D: one alltoallv of exactly the rows A's block needs.
+
+    ``aggregation`` ``pre``/``hybrid`` or a ``codec`` use the factorised
+    exchange of :mod:`spgnn.core.hybrid` (paper 004); plain ``post`` without
+    a codec is the original row exchange.
+    """
     _require_1d(A, X, "1d-aware")
+    if aggregation != "post" or codec is not None:
+        plan = HybridPlan.for_spmm_1d(A, X, aggregation)
+        comm = A.grid.comm(*A.layout.rows)
+        be = A.backend
+        x_ext = plan.exchange(comm, be, np.asarray(be.to_host(X.local)), codec,
+                              label=f"spmm-1d-{aggregation}:exchange")
+        return row_split_result(A, X, be.spmm(plan.compact, be.from_host(x_ext), semiring))
     plan = ExchangePlan.for_spmm_1d(A, X)
     comm = A.grid.comm(*A.layout.rows)
     be = A.backend
@@ -133,7 +146,8 @@ SPMM_ALGORITHMS = {"local": _spmm_local, "1d": _spmm_1d, "1d-aware": _spmm_1d_aw
 DISTRIBUTED_ALGORITHMS = tuple(name for name in SPMM_ALGORITHMS if name != "local")
 
 
-def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False):
+def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False, aggregation="post",
+         codec=None):
     """``Y = A (+).(x) X`` for a distributed sparse A and dense X.
 
     Collective over the grid of A and X.
@@ -148,6 +162,12 @@ def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False):
     transpose_a : bool
         Multiply by ``Aᵀ`` instead (A square): uses :meth:`DistSparseMatrix.transposed`,
         built once and cached with its own exchange plans (the backward pass).
+    aggregation : {"post", "pre", "hybrid"}
+        ``1d-aware`` only: how cut edges are exchanged (:mod:`spgnn.core.hybrid`):
+        raw source rows (post, the default), partial sums (pre), or per edge by
+        a minimum vertex cover of each pair's cut graph (hybrid).
+    codec : spgnn.core.codec.Codec, optional
+        ``1d-aware`` only: the exchanged rows travel quantized.
 
     Returns
     -------
@@ -168,6 +188,18 @@ def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False):
     semiring = _check_operands(A, X, semiring)
     if algorithm is None:
         algorithm = _select(A, X)
+    if aggregation != "post" or codec is not None:
+        # Checked before any communication: every rank knows all of it.
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"spmm: aggregation must be one of {AGGREGATIONS}, but got "
+                             f"{aggregation!r}")
+        if algorithm != "1d-aware":
+            raise ValueError(f"spmm: aggregation={aggregation!r} and codec={codec!r} need "
+                             f"algorithm='1d-aware', but got {algorithm!r}")
+        if aggregation != "post" and semiring.name != "plus_times":
+            raise ValueError(f"spmm: pre/hybrid aggregation sends partial sums, which needs "
+                             f"the plus_times semiring, but got {semiring!r}")
+        return _spmm_1d_aware(A, X, semiring, aggregation, codec)
     try:
         fn = SPMM_ALGORITHMS[algorithm]
     except KeyError:

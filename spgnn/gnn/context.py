@@ -311,9 +311,9 @@ class Context:
         if self.is_3d and len(W.layout.rows) == 2:
             c, r = W.layout.rows
             counts = depth_counts(W.layout, self.grid, W.shape[0], c, r)
-            g = comm.reduce_scatter(part, counts, label="gnn:reduce-scatter-dW")
+            g = comm.reduce_scatter(part, counts, label="gnn:grad-reduce-scatter-dW")
         elif comm is not None and comm.size > 1:
-            g = comm.allreduce(part, label="gnn:allreduce-dW")
+            g = comm.allreduce(part, label="gnn:grad-allreduce-dW")
         else:
             g = part
         W.grad += g.astype(W.grad.dtype, copy=False)
@@ -337,7 +337,7 @@ class Context:
         part = np.ascontiguousarray(G.local.sum(axis=0, keepdims=True))
         axes = G.layout.rows
         if axes and self.grid.comm(*axes).size > 1:
-            part = self.grid.comm(*axes).allreduce(part, label="gnn:allreduce-db")
+            part = self.grid.comm(*axes).allreduce(part, label="gnn:grad-allreduce-db")
         b.grad += part.astype(b.grad.dtype, copy=False)
 
     # ------------------------------------------------------------------- dropout
@@ -375,6 +375,14 @@ class GraphContext(Context):
         super().__init__(graph.grid, graph.dtype, training=training, epoch=epoch, seed=seed)
         self.graph = graph
         self.shard_weights = graph.shard_weights
+        # Pre/post/hybrid and quantized exchanges (spgnn.gnn.compression).
+        self._exchange = getattr(graph, "exchange", None)
+        if self._exchange is not None:
+            self._exchange.start(epoch, training)
+
+    def _spmm_options(self):
+        ex = self._exchange
+        return {} if ex is None else ex.spmm_options(self.training)
 
     @property
     def is_3d(self) -> bool:
@@ -397,7 +405,7 @@ class GraphContext(Context):
         self._check_rows(H, "propagate")
         g = self.graph
         if not self.is_3d:
-            return spmm(g.A, H, algorithm=g.algorithm)
+            return spmm(g.A, H, algorithm=g.algorithm, **self._spmm_options())
         lay = H.layout
         o = lay.rows[0]
         d = lay.rows[1] if len(lay.rows) == 2 else self._third(o, *lay.cols)
@@ -413,7 +421,7 @@ class GraphContext(Context):
         self._check_rows(G, "propagate_transpose")
         g = self.graph
         if not self.is_3d:
-            return spmm(g.AT, G, algorithm=g.algorithm)
+            return spmm(g.AT, G, algorithm=g.algorithm, **self._spmm_options())
         r, c, t = self._roles_of(G, "propagate_transpose")
         return spmm(g.adjacency_T(t, r), G, algorithm="3d")
 

@@ -299,6 +299,8 @@ class MinibatchGraph:
 class MinibatchTrainer(Trainer):
     """Data-parallel minibatch training on sampled blocks (GraphSAGE, or any model of layers).
 
+    ``grad_label`` (class attribute) is the ledger label of the gradient all-reduce.
+
     Parameters
     ----------
     model : Layer whose graph layers consume one sampled hop each
@@ -318,6 +320,9 @@ class MinibatchTrainer(Trainer):
     Construction is collective (the graph's distribution when needed, and one
     evaluation pass that places the parameters, replicated on every rank).
     """
+
+    #: Ledger label of the per-step gradient all-reduce.
+    grad_label = "sage:allreduce"
 
     def __init__(self, model, graph, sampler, optimizer, *, batch_size=512, bulk=16, seed=0,
                  mode=None, comm=None, replication=1, dtype=None):
@@ -406,7 +411,7 @@ class MinibatchTrainer(Trainer):
         dtype = params[0].grad.dtype
         flat = np.concatenate([p.grad.reshape(-1) for p in params]
                               + [np.asarray(extra, dtype=dtype).reshape(-1)])
-        tot = self.comm.allreduce(flat, op="plus", label="sage:allreduce")
+        tot = self.comm.allreduce(flat, op="plus", label=self.grad_label)
         ex = tot[tot.size - len(extra):]
         scale = dtype.type(ex[2]) if float(ex[2]) > 0 else None
         at = 0
@@ -474,7 +479,9 @@ class MinibatchTrainer(Trainer):
                     bytes=int(stats.total("bytes_sent")),
                     fetch_bytes=int(sum(stats.total("bytes_recv", label=f"{g.features.label}:{x}")
                                         for x in ("ids", "rows"))),
-                    seconds=time.perf_counter() - t0)
+                    seconds=time.perf_counter() - t0,
+                    bytes_by_label={k: int(v["bytes_sent"])
+                                    for k, v in stats.by_label().items()})
 
     # -- resumption ----------------------------------------------------------- #
     def _placement(self):

@@ -113,7 +113,8 @@ class Trainer:
         dict
             ``loss`` (mean cross-entropy over the global training nodes, before
             the step), ``train_acc``, ``bytes`` (bytes this rank sent during
-            the epoch, from the ledger), ``epoch`` (its index), ``seconds``.
+            the epoch, from the ledger), ``bytes_by_label`` (the same per
+            ledger label), ``epoch`` (its index), ``seconds``.
         """
         g = self.graph
         t0 = time.perf_counter()
@@ -128,7 +129,8 @@ class Trainer:
         self.comm.agree(non_finite_error(self.model, loss, self.epoch))
         self.optimizer.step()
         out = dict(epoch=self.epoch, loss=loss, train_acc=acc,
-                   bytes=int(stats.total("bytes_sent")), seconds=time.perf_counter() - t0)
+                   bytes=int(stats.total("bytes_sent")), seconds=time.perf_counter() - t0,
+                   bytes_by_label={k: int(v["bytes_sent"]) for k, v in stats.by_label().items()})
         self.epoch += 1
         return out
 

@@ -12,56 +12,23 @@ from __future__ import annotations
 import os
 import re
 import warnings
-import zlib
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import GraphFormatError
+from ._files import GZIP_MAGIC as _GZIP_MAGIC, read_input
 
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _label(path) -> str:
     return os.fspath(path)
 
 
-def _gunzip(raw: bytes, label: str) -> bytes:
-    """Decompress one or more gzip members, naming the line where a damaged stream stops."""
-    out = []
-    data = raw
-    chunk = 1 << 20
-    while True:
-        d = zlib.decompressobj(wbits=31)
-        # Decompress in chunks so that, on corruption, what came out so far
-        # tells the user how many lines were intact.
-        for start in range(0, len(data), chunk):
-            try:
-                out.append(d.decompress(data[start:start + chunk]))
-            except zlib.error as e:
-                line = sum(b.count(b"\n") for b in out) + 1
-                raise GraphFormatError(f"{label}:{line}: corrupt gzip data ({e})") from None
-            if d.eof:
-                break
-        if not d.eof:
-            out.append(d.flush())
-            line = sum(b.count(b"\n") for b in out) + 1
-            raise GraphFormatError(f"{label}:{line}: gzip stream ends early "
-                                   f"(the file is truncated)")
-        data = d.unused_data
-        if not data.strip(b"\x00"):   # gzip allows trailing zero padding
-            return b"".join(out)
-        if not data.startswith(_GZIP_MAGIC):
-            raise GraphFormatError(f"{label}: unexpected bytes after the end of the gzip stream")
-
-
 def _read_bytes(path) -> bytes:
-    """The file's bytes, gunzipped when it starts with the gzip magic (whatever its name)."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw.startswith(_GZIP_MAGIC):
-        return _gunzip(raw, _label(path))
-    return raw
+    """The file's bytes, gunzipped when it starts with the gzip magic (whatever its name),
+    read within the limits of :mod:`spgnn.io._files` (regular files only, bounded size)."""
+    return read_input(path, _label(path))
 
 
 _EOL = re.compile(rb"\r\n|\r|\n")
@@ -184,11 +151,6 @@ def _diagnose_table(text, ncols, label, comment, first_line, dtype, what):
         if bad:
             raise GraphFormatError(f"{label}:{no}: expected {what}, got {_show(line)!r}")
     raise GraphFormatError(f"{label}: could not parse the numbers in this file")
-
-
-def _header_like(line: bytes) -> bool:
-    """A first line with letters in it (``id_1,id_2``, ``FromNodeId ToNodeId``) is a header."""
-    return re.search(rb"[A-Za-z_]", line) is not None
 
 
 def _stem(path) -> str:

@@ -13,6 +13,8 @@ build the same graph independently.
 import numpy as np
 import scipy.sparse as sp
 
+from ._files import check_alloc
+
 __all__ = ["rmat", "sbm", "parse_generator_spec"]
 
 
@@ -59,6 +61,9 @@ def rmat(scale, edge_factor=16, *, a=0.57, b=0.19, c=0.19, seed=0, symmetric=Tru
                          f"but got a={a}, b={b}, c={c} (d={d})")
     n = 1 << int(scale)
     m = int(edge_factor) * n
+    # int64 rows and cols, their random bits, and the symmetrised CSR.
+    check_alloc(8 * (n + 1) + 64 * m, f"rmat:{int(scale)}:{int(edge_factor)}",
+                f"an R-MAT graph of {n:,} vertices and {m:,} edges")
     rng = np.random.default_rng(seed)
     rows = np.zeros(m, dtype=np.int64)
     cols = np.zeros(m, dtype=np.int64)
@@ -93,6 +98,10 @@ def sbm(n, num_classes=4, *, avg_degree=10.0, homophily=0.8, num_features=32,
                          f"num_classes={num_classes}")
     if not 0 <= homophily <= 1:
         raise ValueError(f"sbm: homophily must lie in [0, 1], but got {homophily}")
+    m = int(round(avg_degree * n / 2))
+    check_alloc(8 * (n + 1) + 64 * m + 8 * n * (num_features + num_classes),
+                f"sbm:{n}:{num_classes}", f"an SBM graph of {n:,} vertices, {m:,} edges, "
+                f"{num_classes:,} classes and {num_features} features")
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, num_classes, size=n)
     m = int(round(avg_degree * n / 2))

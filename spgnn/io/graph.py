@@ -8,10 +8,20 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import DimensionMismatch
+from ..errors import DimensionMismatch, DTypeError, InputTooLarge
 from .preprocess import symmetrize, without_self_loops
 
-__all__ = ["Graph"]
+__all__ = ["Graph", "MAX_CLASSES"]
+
+#: class ids are below this: a label of 10**12 would size every one-hot and
+#: logit matrix by it (a regression target, or a corrupt file)
+MAX_CLASSES = 1 << 20
+
+
+def _refuse_complex(what, dtype):
+    # numpy would drop the imaginary part with only a warning: a silent change.
+    if np.dtype(dtype).kind == "c":
+        raise DTypeError(f"Graph: {what} must be real, but got complex dtype {dtype}")
 
 
 @dataclass
@@ -30,7 +40,10 @@ class Graph:
         scipy sparse matrix is kept sparse (as a float32 ``csr_array``): only
         when a loader is asked for sparse features.
     labels : ndarray, shape (n,), optional
-        int64 class ids 0..C-1, with -1 for nodes whose label is unknown.
+        int64 class ids 0..C-1, with -1 for nodes whose label is unknown;
+        C is at most :data:`MAX_CLASSES` (2**20), else ``InputTooLarge``.
+        Complex ``adj`` or ``features`` raise ``DTypeError`` (never cast to
+        real).
     train_mask, val_mask, test_mask : ndarray of bool, shape (n,), optional
         The split.
     name : str
@@ -65,6 +78,7 @@ class Graph:
         if self.adj.ndim != 2 or self.adj.shape[0] != self.adj.shape[1]:
             raise DimensionMismatch(f"Graph: adj must be square, but got shape {self.adj.shape}")
         adj = self.adj
+        _refuse_complex("adj", adj.dtype)
         if not (isinstance(adj, sp.csr_array) and adj.dtype == np.float32):
             adj = sp.csr_array(adj, dtype=np.float32)
         if not adj.has_canonical_format:
@@ -76,6 +90,7 @@ class Graph:
             f = self.features
             if not sp.issparse(f):
                 f = np.asarray(f)
+            _refuse_complex("features", f.dtype)
             if f.ndim != 2 or f.shape[0] != n:
                 raise DimensionMismatch(f"Graph: features must have shape (n, d) with n={n}, "
                                         f"but got {f.shape}")
@@ -89,6 +104,10 @@ class Graph:
                 raise DimensionMismatch(f"Graph: labels must have shape ({n},), but got {y.shape}")
             if y.dtype.kind not in "iu":
                 raise TypeError(f"Graph: labels must be integers, but got dtype {y.dtype}")
+            if y.size and int(y.max()) >= MAX_CLASSES:
+                v = int(np.argmax(y))
+                raise InputTooLarge(f"Graph {self.name!r}: vertex {v} has class {int(y[v]):,}; "
+                                    f"class ids must be below {MAX_CLASSES:,}")
             self.labels = y.astype(np.int64, copy=False)
         for field in ("train_mask", "val_mask", "test_mask"):
             m = getattr(self, field)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphFormatError
+from ._files import check_vertices
 from ._text import (_EOL, _label, _last_line, _line_of_record, _parse_table, _read_bytes, _show,
                     _split_head, _stem)
 from .graph import Graph, _build_adj
@@ -27,6 +28,20 @@ def _parse_lg_header(line: bytes, label: str, no: int):
     return nv, ne, kind == "d", gname
 
 
+def _check_next_header(text: bytes, first: int, label: str, ne: int, hno: int) -> None:
+    """What follows a graph's ``ne`` edge lines is nothing or the next graph's header:
+    an extra edge line is an error, never dropped."""
+    head, _, _ = _split_head(text, 1, None, first)
+    if not head:
+        return
+    no, line = head[0]
+    try:
+        _parse_lg_header(line, label, no)
+    except GraphFormatError:
+        raise GraphFormatError(f"{label}:{no}: more edge lines than the {ne} the header "
+                               f"(line {hno}) announces, got {_show(line)!r}") from None
+
+
 def load_jlg(path, *, graph=None, name=None) -> Graph:
     """Load a JuliaGraphs / LightGraphs LG file (``.jlg``, plain or gzip).
 
@@ -47,8 +62,13 @@ def load_jlg(path, *, graph=None, name=None) -> Graph:
     ------
     GraphFormatError
         A bad header, a bad edge line, an id outside 1..nv, fewer edge lines
-        than the header announces (truncated file), or no graph called
-        ``graph``.
+        than the header announces (truncated file), more (a line after the
+        announced edges that is not the next graph's header), or no graph
+        called ``graph``.
+    InputTooLarge
+        A header whose ``nv`` exceeds ``2 * ne + 2**20`` (more isolated
+        vertices than any real file holds: a corrupt header), or a graph past
+        the input memory limit (:mod:`spgnn.io._files`).
     """
     label = _label(path)
     text = _read_bytes(path)
@@ -88,9 +108,12 @@ def load_jlg(path, *, graph=None, name=None) -> Graph:
             raise GraphFormatError(
                 f"{label}:{_last_line(body, rest_first)}: the header (line {hno}) announces "
                 f"{ne} edges but only {pairs.shape[0]} follow (the file is truncated)")
+        next_first = rest_first + len(body.splitlines())
+        _check_next_header(next_text, next_first, label, ne, hno)
         if graph is None or gname == graph:
             break
-        text, first = next_text, rest_first + len(body.splitlines())
+        text, first = next_text, next_first
+    check_vertices(nv, ne, label, declared=f"the header (line {hno})")
     bad = (pairs < 1) | (pairs > nv)
     if bad.any():
         k = int(np.flatnonzero(bad.any(axis=1))[0])

@@ -3,14 +3,17 @@ collective :func:`load_on_root`, and :func:`load_adjacency` for the SpMM command
 
 from __future__ import annotations
 
+import errno
+import os
 import zlib
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import GraphFormatError
-from ._text import _GZIP_MAGIC, _label
+from ..errors import GraphFormatError, InputTooLarge
+from ._files import GZIP_MAGIC as _GZIP_MAGIC, open_regular
+from ._text import _label
 from .datasets import DATASETS, load_dataset
 from .generators import parse_generator_spec
 from .graph import Graph
@@ -42,6 +45,8 @@ _GENERATORS = ("rmat", "sbm")
 def _generator_graph(spec: str, name):
     try:
         made = parse_generator_spec(spec)
+    except InputTooLarge:
+        raise
     except ValueError as e:
         raise GraphFormatError(str(e)) from None
     g = Graph(adj=made["adj"], features=made["features"], labels=made["labels"], name=name or spec)
@@ -74,7 +79,7 @@ def load_on_root(comm, load, *, root=0):
     return graph
 
 
-def load_graph(spec, *, name=None) -> Graph:
+def load_graph(spec, *, name=None, num_nodes=None, relabel=False) -> Graph:
     """Load a graph from a generator spec or a path, detecting the format.
 
     Parameters
@@ -97,6 +102,14 @@ def load_graph(spec, *, name=None) -> Graph:
     name : str, optional
         Dataset to pick in a folder holding several; otherwise ``Graph.name``
         (ignored for a dataset name).
+    num_nodes, relabel :
+        For bare edge lists only (:func:`~spgnn.io.load_snap_edgelist`):
+        ``num_nodes`` confirms the vertex count of a sparse id space (ids
+        above it are an error naming the line); ``relabel=True`` numbers the
+        distinct ids 0..n-1.  Without either, a file whose largest id implies
+        far more vertices than its edges touch is refused
+        (:class:`~spgnn.errors.InputTooLarge`).  Any other format raises
+        ``ValueError`` when they are given.
 
     Raises
     ------
@@ -109,11 +122,30 @@ def load_graph(spec, *, name=None) -> Graph:
         A dataset's files are missing and cannot be downloaded, or fail their
         checksum (:mod:`spgnn.io.download`).
     """
+    edge_opts = {}
+    if num_nodes is not None:
+        edge_opts["num_nodes"] = num_nodes
+    if relabel:
+        edge_opts["relabel"] = True
+
+    def only_edge_lists(what):
+        if edge_opts:
+            raise ValueError(f"load_graph: {' and '.join(sorted(edge_opts))} apply to bare edge "
+                             f"lists only, but {_label(spec)} is {what}")
+
     if isinstance(spec, str) and spec.split(":", 1)[0] in _GENERATORS and ":" in spec:
+        only_edge_lists("a generator spec")
         return _generator_graph(spec, name)
     path = Path(spec)
     label = _label(spec)
+    try:
+        os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, f"{label}: a loop of symbolic links "
+                                       f"(too many levels of symbolic links)") from None
     if path.is_dir():
+        only_edge_lists("a folder")
         planetoid = sorted(p.name[len("ind."): -len(".graph")] for p in path.glob("ind.*.graph"))
         if planetoid:
             if name is None and len(planetoid) > 1:
@@ -125,12 +157,15 @@ def load_graph(spec, *, name=None) -> Graph:
         raise _unknown(label, "folder holds no Planetoid or MUSAE files")
     if not path.exists():
         if isinstance(spec, str) and spec in DATASETS:
+            only_edge_lists("a dataset name")
             return load_dataset(spec)
         raise FileNotFoundError(f"load_graph: {label} is neither a generator spec "
                                 f"({' or '.join(_GENERATORS)}), an existing file or folder, nor "
                                 f"a dataset name (python -m spgnn datasets lists them)")
     lower = path.name.lower()
     inner = lower[:-3] if lower.endswith(".gz") else lower
+    if not inner.endswith(_EDGE_EXTS):
+        only_edge_lists(f"not an edge list ({path.name!r})")
     if inner.endswith(".npz"):
         return load_npz(path, name=name)
     if inner.endswith((".jlg", ".lg")):
@@ -138,23 +173,28 @@ def load_graph(spec, *, name=None) -> Graph:
     if inner.endswith(".mtx"):
         return load_matrix_market(path, name=name)
     if inner.endswith(_EDGE_EXTS):
-        with open(path, "rb") as f:
+        with open_regular(path, label) as f:
             start = f.read(64)
         if start.startswith(_GZIP_MAGIC):
-            start = zlib.decompressobj(wbits=31).decompress(start)
+            try:
+                start = zlib.decompressobj(wbits=31).decompress(start, 64)
+            except zlib.error:
+                pass   # the loader names the damage and its line
         if start.lstrip().startswith(b"%%MatrixMarket"):
+            only_edge_lists("a MatrixMarket file")
             return load_matrix_market(path, name=name)
-        return load_snap_edgelist(path, name=name)
+        return load_snap_edgelist(path, name=name, **edge_opts)
     raise _unknown(label, f"cannot tell the format of {path.name!r} from its name")
 
 
-def load_adjacency(spec):
+def load_adjacency(spec, **options):
     """``(adj, name)``: the graph of a path or generator spec as the SpMM commands use it.
 
     ``adj`` is the loaded adjacency symmetrised, without self-loops
     (:func:`~spgnn.io.preprocess.symmetrize`,
     :func:`~spgnn.io.preprocess.without_self_loops`), a float32 CSR array;
-    ``name`` is ``Graph.name``.  Local: reads the file on the calling rank.
+    ``name`` is ``Graph.name``; ``options`` (``num_nodes``, ``relabel``) go to
+    :func:`load_graph`.  Local: reads the file on the calling rank.
     """
-    g = load_graph(spec).symmetrize().without_self_loops()
+    g = load_graph(spec, **options).symmetrize().without_self_loops()
     return sp.csr_array(g.adj, dtype=np.float32), g.name

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphFormatError
+from ._files import check_vertices
 from ._text import (_INT_TOKEN, _label, _last_line, _line_of_record, _parse_table, _read_bytes,
                     _show, _split_head, _stem)
 from .graph import Graph, _build_adj
@@ -47,7 +48,12 @@ def load_matrix_market(path, *, symmetric=None, name=None) -> Graph:
     GraphFormatError
         A bad banner or size line, a non-square matrix, an entry line that is
         not 2 (pattern) or 3 numbers, an index outside 1..n, or fewer entries
-        than the size line announces (truncated file).
+        than the size line announces (truncated file), an index of 2**53 or
+        more (not exact in a value column).
+    InputTooLarge
+        A size line (or, without one, a largest index) whose n exceeds
+        ``2 * nnz + 2**20``, or a graph past the input memory limit
+        (:mod:`spgnn.io._files`).
     """
     label = _label(path)
     text = _read_bytes(path)
@@ -97,12 +103,23 @@ def load_matrix_market(path, *, symmetric=None, name=None) -> Graph:
     if size is not None and size[0] != size[1]:
         raise GraphFormatError(f"{label}:{head[0][0]}: an adjacency matrix must be square, "
                                f"but the size line says {size[0]} x {size[1]}")
+    if size is not None:
+        # An entry line takes at least 4 bytes: the file bounds the entries, not nnz
+        # (a larger nnz is reported as a truncated file below).
+        check_vertices(size[0], min(size[2], len(rest) // 4 + 1), label,
+                       declared=f"the size line (line {head[0][0]})")
     what = "two integer indices 'row col'" if ncols == 2 else "three numbers 'row col value'"
     entries = parsed if parsed is not None else _parse_table(
         rest, ncols, label, comment=b"%", first_line=rest_first,
         dtype=np.int64 if ncols == 2 else np.float64, what=what)
     if ncols == 3:
         idx = entries[:, :2]
+        if idx.size and np.abs(idx).max() >= 2.0**53:
+            # float64 rounds such indices: the entry would land on another vertex.
+            k = int(np.flatnonzero((np.abs(idx) >= 2.0**53).any(axis=1))[0])
+            no = _line_of_record(rest, k, b"%", rest_first)
+            raise GraphFormatError(f"{label}:{no}: row or column index {np.abs(idx[k]).max():.0f} "
+                                   f"is beyond 2**53, where it cannot be read exactly")
         if not np.all(idx == np.round(idx)):
             k = int(np.flatnonzero((idx != np.round(idx)).any(axis=1))[0])
             no = _line_of_record(rest, k, b"%", rest_first)
@@ -123,6 +140,7 @@ def load_matrix_market(path, *, symmetric=None, name=None) -> Graph:
                                    f"(line {head[0][0]}) announces")
     else:
         n = int(max(rows.max(), cols.max())) if rows.size else 0
+        check_vertices(n, rows.size, label, declared=f"the largest index ({n:,})")
     bad = (rows < 1) | (rows > n) | (cols < 1) | (cols > n)
     if bad.any():
         k = int(np.flatnonzero(bad)[0])

@@ -10,12 +10,15 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import GraphFormatError
+from ..errors import GraphFormatError, InputTooLarge
+from ._files import MAX_ISOLATED, check_alloc, read_input
 from ._text import _label
+from .graph import MAX_CLASSES as _MAX_CLASS
 from .graph import Graph
 from .snap import load_snap_edgelist
 
 __all__ = ["load_musae"]
+
 
 
 def _musae_prefix(folder_or_prefix, name):
@@ -37,7 +40,7 @@ def _musae_prefix(folder_or_prefix, name):
 def _load_musae_features(path: Path, n_hint: int):
     label = _label(path)
     try:
-        obj = json.loads(path.read_bytes())
+        obj = json.loads(read_input(path, label))
     except json.JSONDecodeError as e:
         raise GraphFormatError(f"{label}:{e.lineno}: invalid JSON: {e.msg} "
                                f"(column {e.colno})") from None
@@ -52,8 +55,11 @@ def _load_musae_features(path: Path, n_hint: int):
             node = int(key)
             if node < 0 or not isinstance(feats, list):
                 raise ValueError
+            # bool is an int in Python: JSON true/false are not feature ids.
+            if not all(isinstance(f, int) and not isinstance(f, bool) for f in feats):
+                raise ValueError
             ids = [int(f) for f in feats]
-            if any(f < 0 for f in ids) or not all(isinstance(f, int) for f in feats):
+            if any(f < 0 for f in ids):
                 raise ValueError
         except (TypeError, ValueError):
             raise GraphFormatError(f"{label}: key {key!r}: expected a node id mapped to a "
@@ -64,13 +70,18 @@ def _load_musae_features(path: Path, n_hint: int):
     cols = np.concatenate(cols) if cols else np.empty(0, np.int64)
     n = max(n_hint, int(rows.max()) + 1 if rows.size else 0)
     d = int(cols.max()) + 1 if cols.size else 0
+    if n > n_hint + MAX_ISOLATED:
+        raise InputTooLarge(f"{label}: node id {n - 1:,} implies {n:,} vertices, but the edge "
+                            f"file has {n_hint:,}; more than {MAX_ISOLATED:,} extra vertices "
+                            f"are refused")
+    check_alloc(4 * n * d, label, f"dense features of {n:,} x {d:,}")
     return rows, cols, n, d
 
 
-def _load_musae_target(path: Path, target):
+def _load_musae_target(path: Path, target, n_hint: int):
     label = _label(path)
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_input(path, label).decode("utf-8")
     except UnicodeDecodeError as e:
         raise GraphFormatError(f"{label}: not UTF-8 text ({e})") from None
     reader = csv.reader(_stdio.StringIO(text, newline=""))
@@ -96,6 +107,8 @@ def _load_musae_target(path: Path, target):
                                        f"fields, got {len(row)}")
             try:
                 ids.append(int(row[id_col]))
+                if not -2**62 < ids[-1] < 2**62:
+                    raise ValueError
             except ValueError:
                 raise GraphFormatError(f"{label}:{reader.line_num}: expected an integer node "
                                        f"id, got {row[id_col]!r}") from None
@@ -105,10 +118,23 @@ def _load_musae_target(path: Path, target):
     ids = np.asarray(ids, dtype=np.int64)
     if ids.size and ids.min() < 0:
         raise GraphFormatError(f"{label}: negative node id {int(ids.min())}")
+    if ids.size and ids.max() >= n_hint + MAX_ISOLATED:
+        raise InputTooLarge(f"{label}: node id {int(ids.max()):,} implies {int(ids.max()) + 1:,} "
+                            f"vertices, but the edge file has {n_hint:,}; more than "
+                            f"{MAX_ISOLATED:,} extra vertices are refused")
     try:
-        codes = np.asarray([int(v) for v in values], dtype=np.int64)
+        codes = [int(v) for v in values]
         names = None
     except ValueError:
+        codes = None
+    if codes is not None:
+        big = [i for i, c in enumerate(codes) if not -1 <= c < _MAX_CLASS]
+        if big:
+            raise InputTooLarge(f"{label}: node {int(ids[big[0]])}: class {codes[big[0]]} is "
+                                f"outside -1..{_MAX_CLASS - 1:,} (a regression target? bin it "
+                                f"into classes first)")
+        codes = np.asarray(codes, dtype=np.int64)
+    else:
         # Named classes (facebook's page_type): sorted names -> 0..C-1.
         names, codes = np.unique(np.asarray(values), return_inverse=True)
         names = tuple(str(s) for s in names)
@@ -161,7 +187,7 @@ def load_musae(folder_or_prefix, *, name=None, target=None, sparse_features=Fals
         n = max(n, n_f)
     ids = codes = names = None
     if target_path.is_file():
-        ids, codes, names = _load_musae_target(target_path, target)
+        ids, codes, names = _load_musae_target(target_path, target, n)
         n = max(n, int(ids.max()) + 1 if ids.size else 0)
     adj = g.adj
     if n > adj.shape[0]:

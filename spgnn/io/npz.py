@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import zipfile
 import zlib
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import GraphFormatError
+from ..atomic import write_npz_atomic
+from ..errors import GraphFormatError, InputTooLarge
+from ._files import MAX_RATIO, RATIO_FLOOR, memory_limit, open_regular
 from ._text import _label, _stem
 from .graph import Graph
 
@@ -33,6 +36,38 @@ def _csr_from_keys(z, prefix, label):
     return m
 
 
+def _check_archive(path, label):
+    """A regular file holding a zip archive whose members fit the input limits.
+
+    Checked before numpy opens it, so a FIFO never blocks, garbage is called
+    garbage (not numpy's hint about ``allow_pickle``) and a member that
+    declares gigabytes (or a ratio of a compression bomb) is refused before
+    it is inflated.  zipfile never inflates past a member's declared size.
+    """
+    with open_regular(path, label) as f:
+        head = f.read(8)
+        if head.startswith(b"\x93NUMPY"):
+            raise GraphFormatError(f"{label}: a .npy array, not an .npz archive")
+        if not head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+            raise GraphFormatError(f"{label}: not an .npz archive (a .npz file is a zip archive, "
+                                   f"but this file starts with {head[:4]!r})")
+        f.seek(0)
+        try:
+            members = zipfile.ZipFile(f).infolist()
+        except (zipfile.BadZipFile, EOFError, OSError) as e:
+            raise GraphFormatError(f"{label}: not a readable .npz archive ({e})") from None
+    limit = memory_limit()
+    total = sum(m.file_size for m in members)
+    if total > limit:
+        raise InputTooLarge(f"{label}: its members expand to {total:,} bytes, more than the "
+                            f"{limit:,} allowed (SPGNN_MAX_INPUT_BYTES)")
+    for m in members:
+        if m.file_size > max(RATIO_FLOOR, MAX_RATIO * m.compress_size):
+            raise InputTooLarge(f"{label}: member {m.filename!r} expands {m.compress_size:,} "
+                                f"bytes to {m.file_size:,}, beyond {MAX_RATIO}x (a compression "
+                                f"bomb?)")
+
+
 def load_npz(path, *, name=None) -> Graph:
     """Load a graph from an ``.npz`` archive (never unpickling: ``allow_pickle=False``).
 
@@ -54,8 +89,12 @@ def load_npz(path, *, name=None) -> Graph:
     GraphFormatError
         Not a zip/npz archive, a truncated member, object arrays, or keys that
         do not fit together; the message names the key.
+    InputTooLarge
+        Members that expand past the input limit or by more than
+        ``MAX_RATIO`` (:mod:`spgnn.io._files`).
     """
     label = _label(path)
+    _check_archive(path, label)
     try:
         z = np.load(path, allow_pickle=False)
     except (zipfile.BadZipFile, EOFError) as e:
@@ -112,6 +151,8 @@ def load_npz(path, *, name=None) -> Graph:
         gname = name or (str(get("name")) if "name" in keys else _stem(path))
     try:
         return Graph(adj=adj, name=gname, **fields)
+    except InputTooLarge as e:
+        raise InputTooLarge(f"{label}: {e}") from None
     except (ValueError, TypeError) as e:
         raise GraphFormatError(f"{label}: {e}") from None
 
@@ -119,7 +160,9 @@ def load_npz(path, *, name=None) -> Graph:
 def save_npz(graph: Graph, path, *, compressed=True) -> None:
     """Write ``graph`` to ``path`` in the graph layout :func:`load_npz` reads.
 
-    ``numpy`` appends ``.npz`` when ``path`` lacks it.  Sparse features are
+    ``.npz`` is appended when ``path`` lacks it, as numpy does.  The file is
+    written atomically (:mod:`spgnn.atomic`): a full disk leaves no partial
+    file or temporary behind, and the ``OSError`` names ``path``.  Sparse features are
     written as ``attr_*`` keys, dense ones as ``features``.
     """
     a = graph.adj
@@ -138,4 +181,7 @@ def save_npz(graph: Graph, path, *, compressed=True) -> None:
             out[key] = v
     if graph.class_names is not None:
         out["class_names"] = np.asarray(graph.class_names, dtype=str)
-    (np.savez_compressed if compressed else np.savez)(path, **out)
+    path = os.fspath(path)
+    if not path.endswith(".npz"):   # as numpy does
+        path += ".npz"
+    write_npz_atomic(path, out, compressed=compressed)

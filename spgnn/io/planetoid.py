@@ -6,6 +6,7 @@ dicts, never arbitrary pickled code.
 
 from __future__ import annotations
 
+import io as _stdio
 import pickle
 import re
 from collections import defaultdict
@@ -14,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import GraphFormatError
-from ._text import _label, _parse_table
+from ..errors import GraphFormatError, InputTooLarge
+from ._files import MAX_ISOLATED, check_alloc, read_input
+from ._text import _label, _parse_table, _read_bytes
 from .graph import Graph, _build_adj
 
 __all__ = ["load_planetoid"]
@@ -76,8 +78,11 @@ class _PlanetoidUnpickler(pickle.Unpickler):
 def _unpickle(path: Path):
     label = _label(path)
     try:
-        with open(path, "rb") as f:
-            return _PlanetoidUnpickler(f, label).load()
+        raw = read_input(path, label, decompress=False)
+    except GraphFormatError:
+        raise
+    try:
+        return _PlanetoidUnpickler(_stdio.BytesIO(raw), label).load()
     except GraphFormatError:
         raise
     except OSError:
@@ -146,7 +151,7 @@ def load_planetoid(root, name, *, val_size=500) -> Graph:
     member = {part: root / f"ind.{name}.{part}"
               for part in ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")}
     for p in member.values():
-        if not p.is_file():
+        if not p.exists():   # a FIFO or device is refused by name when read
             raise FileNotFoundError(f"load_planetoid: missing Planetoid file {p}")
     x = _planetoid_sparse(_unpickle(member["x"]), member["x"])
     tx = _planetoid_sparse(_unpickle(member["tx"]), member["tx"])
@@ -156,7 +161,7 @@ def load_planetoid(root, name, *, val_size=500) -> Graph:
     ally = _planetoid_onehot(_unpickle(member["ally"]), member["ally"])
     graph = _unpickle(member["graph"])
 
-    test_idx = _parse_table(member["test.index"].read_bytes(), 1, _label(member["test.index"]),
+    test_idx = _parse_table(_read_bytes(member["test.index"]), 1, _label(member["test.index"]),
                             comment=None, what="one integer node id").ravel()
     d = allx.shape[1]
     for key, mat, rows in (("x", x, y.size), ("tx", tx, ty.size), ("allx", allx, ally.size)):
@@ -184,12 +189,27 @@ def load_planetoid(root, name, *, val_size=500) -> Graph:
                                f"node with a list of integer neighbours") from None
     src = np.concatenate(src) if src else np.empty(0, np.int64)
     dst = np.concatenate(dst) if dst else np.empty(0, np.int64)
-    if (src.size and min(src.min(), dst.min()) < 0) or (test_idx.size and test_idx.min() < 0):
-        raise GraphFormatError(f"{_label(member['graph'])}: negative node ids")
+    if src.size and min(src.min(), dst.min()) < 0:
+        raise GraphFormatError(f"{_label(member['graph'])}: negative node id "
+                               f"{int(min(src.min(), dst.min()))}")
+    if test_idx.size and test_idx.min() < 0:
+        raise GraphFormatError(f"{_label(member['test.index'])}: negative node id "
+                               f"{int(test_idx.min())}")
+    # Every vertex has a row in allx or tx (CiteSeer's few isolated test-range
+    # ids excepted): an id far beyond them is a corrupt file, not a graph to allocate.
+    rows_known = allx.shape[0] + tx.shape[0]
+    for key, top in (("test.index", int(test_idx.max()) if test_idx.size else -1),
+                     ("graph", int(max(src.max(), dst.max())) if src.size else -1)):
+        if top >= rows_known + MAX_ISOLATED:
+            raise InputTooLarge(f"{_label(member[key])}: node id {top:,}, but allx and tx hold "
+                                f"{rows_known:,} rows; more than {MAX_ISOLATED:,} vertices "
+                                f"without features are refused")
     n = max(allx.shape[0],
             int(test_idx.max()) + 1 if test_idx.size else 0,
             int(max(src.max(), dst.max())) + 1 if src.size else 0,
             len(graph))
+    check_alloc(4 * n * d + 40 * src.size, _label(member["allx"]),
+                f"a graph of {n:,} vertices with {d:,} features")
     # Validation nodes come from the allx part, which holds no test ids;
     # a dataset smaller than Kipf's 500 gets what allx has.
     val_size = max(0, min(int(val_size), allx.shape[0] - y.size))

@@ -30,7 +30,8 @@ __all__ = ["PARTS", "ALLOWED", "EVERY_PART_MAY_IMPORT", "MPI_PART", "Edge", "mod
 #: ``.*`` stands for a package and everything in it; any other name is one
 #: module.  A module belongs to the part of its longest match.
 PARTS = (
-    ("base", ("spgnn.errors", "spgnn.counter_rng"), "typed errors, SplitMix64"),
+    ("base", ("spgnn.errors", "spgnn.counter_rng", "spgnn.atomic"),
+     "typed errors, SplitMix64, atomic file writes"),
     ("kernels", ("spgnn._kernels.*",), "Numba kernels, installed as spgnn._kernels"),
     ("layout", ("spgnn.layout",), "Layout, block_bounds"),
     ("local", ("spgnn.local.*",), "LocalCSR, semirings, output allocator"),
@@ -38,7 +39,7 @@ PARTS = (
     ("comm", ("spgnn.comm.*",), "Communicator, transports, ledger"),
     ("grid", ("spgnn.grid",), "ProcessGrid, grid shapes"),
     ("core", ("spgnn.core.*",), "distributed matrices, SpMM, matmul"),
-    ("plan", ("spgnn.planner",), "communication plans, cost models"),
+    ("plan", ("spgnn.planner", "spgnn.perfmodel"), "communication plans, cost models"),
     ("io", ("spgnn.io.*",), "Graph, loaders, datasets, generators, preprocessing"),
     ("interop", ("spgnn.interop.*",), "PyG, torch, networkx, scipy converters"),
     ("partition", ("spgnn.partition.*",), "partitioners"),

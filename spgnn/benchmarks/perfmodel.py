@@ -1,0 +1,309 @@
+"""Measure the performance model's kernels, fit it, and validate it on held-out shapes and runs.
+
+* :func:`measure_spmm` / :func:`measure_gemm`: median seconds of the local
+  kernels (through the backend, as training runs them) over a list of shapes;
+* :func:`calibrate`: fit :class:`spgnn.perfmodel.Calibration` on the
+  *fitting* shapes (R-MAT graphs, a grid of GEMM shapes) in one process, or
+  the collectives (:func:`spgnn.comm.calibrate.measure_collectives`) with
+  two ranks or more;
+* :func:`validate_compute`: predicted vs measured on *held-out* shapes
+  (real graphs, other GEMM shapes), median relative error.
+
+Timings on a shared machine are noisy: every number is the median of
+``reps`` runs after a warm-up.  Never used by unit tests.
+"""
+
+import statistics
+import time
+
+import numpy as np
+
+__all__ = ["FIT_SPMM_GRAPHS", "FIT_FEATS", "FIT_GEMM", "HELDOUT_SPMM_GRAPHS", "HELDOUT_FEATS",
+           "HELDOUT_GEMM", "median_seconds", "measure_spmm", "measure_gemm", "calibrate",
+           "validate_compute"]
+
+#: Fitting set: R-MAT graphs (scale, edge factor) and feature widths.
+FIT_SPMM_GRAPHS = ("rmat:10:8", "rmat:12:4", "rmat:12:16", "rmat:14:8", "rmat:15:2")
+FIT_FEATS = (4, 16, 64, 128)
+#: GEMM (m, k, n): a grid of the tall-skinny products of a layer (n_r×D·D×D')
+#: and of its weight gradient (D×n_r·n_r×D').
+FIT_GEMM = tuple([(m, k, n) for m in (1000, 8000, 64000) for k in (8, 32, 128, 512)
+                  for n in (8, 32, 128, 512) if m * k * n <= 64000 * 128 * 128]
+                 + [(k, m, n) for m in (2000, 16000, 64000) for k in (8, 32, 128, 512)
+                    for n in (8, 32, 128) if m * k * n <= 64000 * 128 * 128])
+#: Held-out set: real graphs (dataset names) and other widths and shapes.
+HELDOUT_SPMM_GRAPHS = ("cora", "ego-facebook", "ca-astroph", "email-enron", "luxembourg-osm")
+HELDOUT_FEATS = (8, 32, 96)
+HELDOUT_GEMM = ((2708, 1433, 16), (2708, 16, 7), (16, 2708, 7), (4039, 32, 32),
+                (20000, 96, 24), (24, 20000, 96), (5000, 200, 50), (300, 300, 300),
+                (12000, 8, 128), (128, 12000, 8))
+
+
+def median_seconds(fn, reps=5):
+    """Median wall time of ``fn()`` over ``reps`` runs after one warm-up. Local."""
+    fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _load(spec):
+    from spgnn.io import load_adjacency
+    from spgnn.io.preprocess import normalized_adjacency as normalize_adjacency
+
+    adj, name = load_adjacency(spec)
+    return normalize_adjacency(adj).astype(np.float32), name
+
+
+def measure_spmm(specs, feats, backend=None, reps=5, log=None):
+    """``[(m, nnz, f, seconds, name), ...]`` of ``Â X`` for every graph spec and width. Local."""
+    from spgnn.backends import get_backend
+    from spgnn.local import LocalCSR
+
+    be = get_backend(backend)
+    out = []
+    for spec in specs:
+        a, name = _load(spec)
+        local = LocalCSR.from_scipy(a)
+        rng = np.random.default_rng(0)
+        for f in feats:
+            x = rng.standard_normal((a.shape[1], f)).astype(np.float32)
+            t = median_seconds(lambda: be.spmm(local, x, "plus_times"), reps)
+            out.append((a.shape[0], int(a.nnz), int(f), t, name))
+            if log:
+                log(f"spmm {name} n={a.shape[0]} nnz={a.nnz} f={f}: {t * 1e3:.3f} ms")
+    return out
+
+
+def measure_gemm(shapes, backend=None, reps=5, log=None):
+    """``[(m, k, n, seconds), ...]`` of the backend's float32 ``matmul``. Local."""
+    from spgnn.backends import get_backend
+
+    be = get_backend(backend)
+    rng = np.random.default_rng(0)
+    out = []
+    for m, k, n in shapes:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        t = median_seconds(lambda: be.matmul(a, b), reps)
+        out.append((m, k, n, t))
+        if log:
+            log(f"gemm {m}x{k}x{n}: {t * 1e3:.3f} ms")
+    return out
+
+
+def calibrate(comm=None, backend=None, reps=5, log=None, previous=None):
+    """Measure and fit a :class:`~spgnn.perfmodel.Calibration`. Collective when ``comm`` is given.
+
+    One process (``comm`` None or of size 1): the compute kernels, keeping
+    ``previous``'s communication.  Two ranks or more: the collectives,
+    keeping ``previous``'s compute -- never both, because an MPI rank
+    waiting in a barrier spins on a core, and on a machine with few cores
+    the kernels measured beside it run in scheduler time slices (8 or 16 ms
+    each here).  Returns the calibration on rank 0, ``None`` elsewhere.
+    """
+    from spgnn.bench import machine
+    from spgnn.comm.calibrate import measure_collectives
+    from spgnn.perfmodel import DEFAULT_CALIBRATION, Calibration, fit_comm, fit_gemm, fit_spmm
+
+    base = previous if previous is not None else DEFAULT_CALIBRATION
+    meta = dict(base.meta)
+    meta.pop("source", None)
+    stamp = {"machine": machine(), "reps": reps,
+             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if comm is not None and comm.size >= 2:
+        rows = measure_collectives(comm, reps=max(reps, 5))
+        if comm.rank != 0:
+            return None
+        meta["comm"] = {**stamp, "ranks": comm.size, "samples": rows}
+        return Calibration(fit_comm(rows), base.spmm, base.gemm, meta, base.gemm_table)
+    spmm_rows = measure_spmm(FIT_SPMM_GRAPHS, FIT_FEATS, backend, reps, log)
+    gemm_rows = measure_gemm(FIT_GEMM, backend, reps, log)
+    meta["compute"] = {**stamp, "backend": backend or "default",
+                       "spmm_samples": [r[:4] for r in spmm_rows]}
+    return Calibration(base.comm, fit_spmm([r[:4] for r in spmm_rows]), fit_gemm(gemm_rows),
+                       meta, tuple(gemm_rows))
+
+
+def _errors(pred, meas):
+    return [abs(p - m) / m for p, m in zip(pred, meas)]
+
+
+def validate_compute(cal, backend=None, reps=5, log=None):
+    """Predicted vs measured kernel times on the held-out shapes. Local.
+
+    Returns ``{"spmm": rows, "gemm": rows, "spmm_median_error": e,
+    "gemm_median_error": e}`` with rows ``[shape..., measured, predicted]``.
+    """
+    spmm = measure_spmm(HELDOUT_SPMM_GRAPHS, HELDOUT_FEATS, backend, reps, log)
+    gemm = measure_gemm(HELDOUT_GEMM, backend, reps, log)
+    spmm_rows = [(name, m, z, f, t, cal.spmm_seconds(m, z, f)) for m, z, f, t, name in spmm]
+    gemm_rows = [(m, k, n, t, cal.gemm_seconds(m, k, n)) for m, k, n, t in gemm]
+    return {"spmm": spmm_rows, "gemm": gemm_rows,
+            "spmm_median_error": statistics.median(_errors([r[5] for r in spmm_rows],
+                                                           [r[4] for r in spmm_rows])),
+            "gemm_median_error": statistics.median(_errors([r[4] for r in gemm_rows],
+                                                           [r[3] for r in gemm_rows]))}
+
+
+# ------------------------------------------------------------------------- whole epochs
+#: Configurations measured at 2 ranks (every one a 2-rank job can run).
+EPOCH_CONFIGS = (("1d", 1, None), ("1d-aware", 1, None), ("15d", 2, None), ("15d-aware", 2, None),
+                 ("3d", 1, (2, 1, 1)), ("3d", 1, (1, 2, 1)), ("3d", 1, (1, 1, 2)))
+
+
+def _epoch_graph(spec, feat, classes, seed=0):
+    """The topology of ``spec`` with dense random features and labels (dense first layer)."""
+    from spgnn.io import Graph, load_graph
+
+    g = load_graph(spec)
+    rng = np.random.default_rng(seed)
+    n = g.adj.shape[0]
+    g = Graph(adj=g.adj, features=rng.standard_normal((n, feat)).astype(np.float32),
+              labels=rng.integers(0, classes, n), name=g.name)
+    return g.random_split(0.6, 0.2, seed=seed)
+
+
+def measure_epochs(comm, spec, cal, *, feat=64, hidden=64, classes=8, epochs=7, configs=None,
+                   backend=None):
+    """Per configuration: measured and predicted epoch and communication seconds. Collective.
+
+    Measured epoch: the median over ``epochs`` (after one warm-up) of the
+    slowest rank's time; measured communication: the median over epochs of
+    the slowest rank's ledger seconds (every collective of the epoch; a
+    collective's seconds include waiting for the slower rank).  Returns the
+    rows on rank 0.
+    """
+    from spgnn.gnn import GCN, Adam, DistGraph, Trainer
+    from spgnn.perfmodel import predict_epoch
+    from spgnn.io.preprocess import normalized_adjacency as normalize_adjacency
+
+    graph = _epoch_graph(spec, feat, classes)
+    dims = [feat, hidden, classes]
+    rows = []
+    for algo, c, grid in configs or EPOCH_CONFIGS:
+        kw = {"grid": grid} if grid else {}
+        dg = DistGraph.from_graph(graph, comm, algorithm=algo, replication=c, backend=backend,
+                                  normalize_features=False, **kw)
+        model = GCN(dg.num_features, hidden, dg.num_classes, layers=2, dropout=0.0)
+        trainer = Trainer(model, dg, Adam(model.param_groups(0), lr=0.01))
+        trainer.train_epoch()                                   # warm-up (plans, compile)
+        total, comm_s = [], []
+        for _ in range(epochs):
+            comm.barrier()
+            with comm.track("bench-epoch") as st:
+                t0 = time.perf_counter()
+                trainer.train_epoch()
+                dt = time.perf_counter() - t0
+            counted = sum(e.seconds for e in st.events)
+            got = comm.allreduce(np.array([dt, counted]), op="max", label="bench:time")
+            total.append(float(got[0]))
+            comm_s.append(float(got[1]))
+        if comm.rank == 0:
+            pred = predict_epoch(normalize_adjacency(graph.adj), algo, comm.size, dims, cal,
+                                 replication=c, grid=grid)
+            comp, pcomm = pred.split()
+            rows.append({"config": pred.label, "measured_s": statistics.median(total),
+                         "predicted_s": pred.seconds, "measured_comm_s": statistics.median(comm_s),
+                         "predicted_comm_s": pcomm, "predicted_compute_s": comp})
+    return rows if comm.rank == 0 else None
+
+
+def spearman(x, y):
+    """Spearman's rank correlation of two sequences (no ties expected)."""
+    rx, ry = np.argsort(np.argsort(x)), np.argsort(np.argsort(y))
+    return float(np.corrcoef(rx, ry)[0, 1]) if len(x) > 1 else 1.0
+
+
+def extrapolation_table(spec, cal, ranks=(64, 256, 1024, 4096), dims=(128, 128, 128, 32),
+                        partition="metis", top=3):
+    """Top configurations per P on ``spec`` (planner + model, nothing launched). Local."""
+    from spgnn.io import load_adjacency
+    from spgnn.partition import partition_graph, permute
+    from spgnn.perfmodel import rank_configs
+    from spgnn.io.preprocess import normalized_adjacency as normalize_adjacency
+
+    adj, name = load_adjacency(spec)
+    a = normalize_adjacency(adj)
+    cache = {}
+
+    def offsets_for(blocks):
+        if blocks not in cache:
+            perm, offsets, _ = partition_graph(adj, partition, blocks, seed=0)
+            cache[blocks] = (permute(a, perm), offsets)
+        return cache[blocks]
+
+    out = []
+    for p in ranks:
+        ranked = rank_configs(a, p, list(dims), cal, offsets_for=offsets_for)
+        best3d = next(r for r in ranked if r.algorithm == "3d")
+        out.append({"graph": name, "ranks": p,
+                    "top": [{**r.to_dict(), "label": r.label} for r in ranked[:top]],
+                    "best_3d": {**best3d.to_dict(), "label": best3d.label},
+                    "place_of_best_3d": ranked.index(best3d) + 1})
+    return out
+
+
+def main(argv=None):
+    """``compute`` (one process), ``epochs`` (mpiexec -n 2) or ``table``: JSON to --out."""
+    import argparse
+    import json
+
+    from spgnn.perfmodel import load_calibration
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("mode", choices=("compute", "epochs", "table"))
+    p.add_argument("--calibration", default=None)
+    p.add_argument("--graph", action="append", default=None)
+    p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    cal = load_calibration(args.calibration)
+    result = {"mode": args.mode, "calibration": args.calibration, "machine": None}
+    from spgnn.bench import machine
+
+    result["machine"] = machine()
+    if args.mode == "compute":
+        result.update(validate_compute(cal, reps=args.reps))
+    elif args.mode == "table":
+        result["table"] = [row for g in (args.graph or ["ca-astroph", "email-enron"])
+                           for row in extrapolation_table(g, cal)]
+    else:
+        from spgnn import Communicator
+
+        from spgnn.comm.calibrate import measure_collectives
+        from spgnn.perfmodel import Calibration, fit_comm
+
+        comm = Communicator.world()
+        result["ranks"] = comm.size
+        result["graphs"] = {}
+        # the collectives are measured in this job, just before the epochs: the load of a
+        # shared machine moves beta 2-fold within minutes (docs/performance_model.md)
+        rows = measure_collectives(comm, reps=args.reps)
+        cal = Calibration(fit_comm(rows), cal.spmm, cal.gemm, cal.meta, cal.gemm_table)
+        result["comm_fit"] = cal.comm
+        for g in args.graph or ["ca-astroph"]:
+            rows = measure_epochs(comm, g, cal, epochs=args.reps)
+            if comm.rank == 0:
+                m = [r["measured_s"] for r in rows]
+                pr = [r["predicted_s"] for r in rows]
+                errs = [abs(r["predicted_comm_s"] - r["measured_comm_s"]) / r["measured_comm_s"]
+                        for r in rows if r["measured_comm_s"] > 0]
+                result["graphs"][g] = {
+                    "rows": rows, "spearman_epoch": spearman(m, pr),
+                    "model_best": rows[int(np.argmin(pr))]["config"],
+                    "measured_best": rows[int(np.argmin(m))]["config"],
+                    "comm_median_error": statistics.median(errs) if errs else None,
+                    "epoch_median_error": statistics.median(
+                        abs(a - b) / b for a, b in zip(pr, m))}
+        if comm.rank != 0:
+            return 0
+    text = json.dumps(result, indent=1, default=float)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text + "\n")
+    print(text)
+    return 0

@@ -1,0 +1,569 @@
+"""Predicted time of a full-graph GCN epoch per configuration (Plexus's performance model). Pure.
+
+A configuration is an SpMM algorithm with its shape: ``1d``, ``1d-aware``,
+``15d`` / ``15d-aware`` with a replication ``c``, or ``3d`` with a grid
+``(X, Y, Z)``.  Its epoch is a list of :class:`Step` (the bulk-synchronous
+steps of every layer, forward and backward), each timed for the slowest rank:
+
+compute (fitted on this machine by ``spgnn calibrate``, :class:`Calibration`)
+    SpMM ``Y = A X`` on a rank's block (``m`` rows, ``nnz`` stored entries,
+    ``f`` columns): ``s0 + s1·nnz·f + s2·nnz + s3·m·f + s4·nnz·f·spill``
+    (the multiply-adds, the index stream, the output rows, and the
+    multiply-adds whose rows of X miss the cache, :func:`spmm_features`).
+    GEMM ``(m×k)·(k×n)``: ``2mkn`` flops at the rate measured for the
+    nearest shapes of a table (``gemm_table``: the four nearest in
+    ``(log m, log k, log n)``, inverse-distance weights on log GFLOP/s), never
+    less than the table's fastest call; BLAS's rate moves 7-fold between the
+    thin products of a GNN (k or n of 8-16) and square ones, which no single
+    rate or two-term roofline followed within 25 % here.  Without a table:
+    ``g0 + g1·2mkn + g2·w·(mk + kn + mn)``, a roofline with additive compute
+    and memory terms.
+communication (α–β per collective kind)
+    ``α_k·messages + β_k·bytes`` with ``messages`` and ``bytes`` (the larger
+    of sent and received) the ledger's byte model for the slowest rank
+    (:mod:`spgnn.comm.stats`): the 1D and 1.5D SpMMs are the planner's exact
+    events (:func:`spgnn.planner.plan_spmm`, tested equal to the ledger);
+    3D is Plexus's closed form (:func:`spgnn.planner.comm_terms_3d`).
+
+The epoch of a GCN layer ``l`` (``D → D'``, ``GCNConv(order="auto")``:
+transform first when ``D' < D``, so the SpMM width is ``min(D, D')``)::
+
+    forward   GEMM (n_r, D, D') and SpMM (width min(D, D'))
+    backward  GEMM (D, n_r, D') for dW, all-reduce of dW over the row axis,
+              SpMM with Aᵀ and GEMM (n_r, D', D) for dX (skipped on layer 0
+              when aggregating first: no input gradient is needed)
+
+where ``n_r`` is the rank's rows.  Losses, biases, dropout and the optimizer
+are left out (a few vectors per epoch).  What was validated and what is
+extrapolated: docs/performance_model.md.
+"""
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from .comm.stats import allreduce_messages, model_allreduce
+from .errors import CalibrationError, GridError
+from .grid import AXES_3D, roles_for_layer, shapes_3d
+from .layout import block_offsets
+from .planner import comm_terms_3d, plan_spmm
+
+__all__ = ["Calibration", "DEFAULT_CALIBRATION", "Step", "Prediction", "kind_of", "fit_nonneg",
+           "fit_spmm", "fit_gemm", "fit_comm", "spmm_features", "gemm_features",
+           "local_work", "predict_epoch", "candidate_configs", "rank_configs",
+           "default_calibration_path", "load_calibration", "FORMAT"]
+
+#: ``format`` field of a calibration file.
+FORMAT = "spgnn-calibration/1"
+
+#: Table rows a GEMM prediction interpolates between.
+GEMM_NEIGHBOURS = 4
+
+#: Collective kinds with their own α and β (``default`` serves the others).
+KINDS = ("allreduce", "allgather", "alltoall", "bcast", "reduce_scatter", "default")
+
+
+def kind_of(op):
+    """The α–β kind of a ledger op: ``allgatherv`` → ``allgather``, ``alltoall:counts`` → ``alltoall``."""
+    base = op.split(":")[0]
+    if base in ("allgatherv", "alltoallv"):
+        base = base[:-1]
+    return base if base in KINDS else "default"
+
+
+#: Bytes of dense rows that stay in cache (the SpMM cache term's threshold).
+CACHE_BYTES = 1 << 18
+
+
+def spmm_features(m, nnz, f, itemsize=4):
+    """The regressors of the SpMM model: ``[1, nnz·f, nnz, m·f, nnz·f·max(0, log₂(m·f·w / C))]``.
+
+    The last term charges the gathered rows of X once they no longer fit in
+    cache (``C`` = :data:`CACHE_BYTES`; the rows of a square block's X are
+    about its ``m``): per multiply-add, email-enron at f = 96 costs twice
+    f = 32 here.
+    """
+    spill = max(0.0, math.log2(max(float(m) * f * itemsize, 1.0) / CACHE_BYTES))
+    return np.array([1.0, float(nnz) * f, float(nnz), float(m) * f, float(nnz) * f * spill])
+
+
+def gemm_features(m, k, n, itemsize=4):
+    """The regressors of the GEMM model: ``[1, 2mkn, w·(mk + kn + mn)]``."""
+    m, k, n = float(m), float(k), float(n)
+    return np.array([1.0, 2.0 * m * k * n, itemsize * (m * k + k * n + m * n)])
+
+
+def _finite_nonneg(values, what):
+    try:
+        out = tuple(float(v) for v in values)
+    except (TypeError, ValueError):
+        raise CalibrationError(f"calibration: {what} must be numbers, but got {values!r}") from None
+    if not all(math.isfinite(v) and v >= 0 for v in out):
+        raise CalibrationError(f"calibration: {what} must be finite and >= 0, but got {out}")
+    return out
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Fitted coefficients of the model (seconds). Immutable; JSON through :meth:`to_dict`.
+
+    ``comm`` maps a kind of :data:`KINDS` to ``(alpha, beta)`` (seconds per
+    message, seconds per byte); ``spmm`` and ``gemm`` are the coefficients of
+    :func:`spmm_features` and :func:`gemm_features`; ``gemm_table`` holds
+    measured ``(m, k, n, seconds)`` (used instead of ``gemm`` when it has
+    :data:`GEMM_NEIGHBOURS` rows or more); ``meta`` says where and how they
+    were measured.
+    """
+
+    comm: dict
+    spmm: tuple
+    gemm: tuple
+    meta: dict = field(default_factory=dict)
+    gemm_table: tuple = ()
+
+    def __post_init__(self):
+        if not isinstance(self.comm, dict) or "default" not in self.comm:
+            raise CalibrationError(f"calibration: comm must map kinds to [alpha, beta] and hold "
+                                   f"'default', but got {self.comm!r}")
+        comm = {}
+        for kind, ab in self.comm.items():
+            if kind not in KINDS:
+                raise CalibrationError(f"calibration: unknown collective kind {kind!r}; expected "
+                                       f"one of {KINDS}")
+            if not isinstance(ab, (list, tuple)) or len(ab) != 2:
+                raise CalibrationError(f"calibration: comm[{kind!r}] must be [alpha, beta], but "
+                                       f"got {ab!r}")
+            comm[kind] = _finite_nonneg(ab, f"comm[{kind!r}]")
+        object.__setattr__(self, "comm", comm)
+        for name, size in (("spmm", 5), ("gemm", 3)):
+            value = getattr(self, name)
+            if not isinstance(value, (list, tuple)) or len(value) != size:
+                raise CalibrationError(f"calibration: {name} must be {size} coefficients, but got "
+                                       f"{value!r}")
+            object.__setattr__(self, name, _finite_nonneg(value, name))
+        table = []
+        for row in self.gemm_table:
+            if not isinstance(row, (list, tuple)) or len(row) != 4:
+                raise CalibrationError(f"calibration: gemm_table rows must be [m, k, n, seconds], "
+                                       f"but got {row!r}")
+            m, k, n, t = _finite_nonneg(row, "gemm_table")
+            if min(m, k, n, t) <= 0:
+                raise CalibrationError(f"calibration: gemm_table entries must be > 0, but got "
+                                       f"{row!r}")
+            table.append((m, k, n, t))
+        object.__setattr__(self, "gemm_table", tuple(table))
+
+    def comm_seconds(self, op, messages, nbytes):
+        alpha, beta = self.comm.get(kind_of(op), self.comm["default"])
+        return alpha * messages + beta * nbytes
+
+    def spmm_seconds(self, m, nnz, f):
+        return float(np.dot(self.spmm, spmm_features(m, nnz, f)))
+
+    def gemm_seconds(self, m, k, n, itemsize=4):
+        if min(m, k, n) <= 0:
+            return 0.0
+        if len(self.gemm_table) < GEMM_NEIGHBOURS:
+            return float(np.dot(self.gemm, gemm_features(m, k, n, itemsize)))
+        table = np.asarray(self.gemm_table)
+        dist = np.sqrt(((np.log(table[:, :3]) - np.log([m, k, n])) ** 2).sum(axis=1))
+        near = np.argsort(dist, kind="stable")[:GEMM_NEIGHBOURS]
+        weight = 1.0 / (dist[near] + 0.1)
+        log_rate = np.log(2 * table[near, :3].prod(axis=1) / table[near, 3])
+        rate = np.exp(np.dot(weight, log_rate) / weight.sum())
+        return float(max(2.0 * m * k * n / rate, table[:, 3].min()))
+
+    def to_dict(self):
+        return {"format": FORMAT, "comm": {k: list(v) for k, v in self.comm.items()},
+                "spmm": list(self.spmm), "gemm": list(self.gemm),
+                "gemm_table": [list(r) for r in self.gemm_table], "meta": dict(self.meta)}
+
+    @classmethod
+    def from_dict(cls, d, source="calibration"):
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            got = d.get("format") if isinstance(d, dict) else type(d).__name__
+            raise CalibrationError(f"{source}: expected a JSON object with format {FORMAT!r}, but "
+                                   f"got {got!r}")
+        missing = [k for k in ("comm", "spmm", "gemm") if k not in d]
+        if missing:
+            raise CalibrationError(f"{source}: missing {missing}")
+        try:
+            return cls(d["comm"], d["spmm"], d["gemm"], dict(d.get("meta") or {}),
+                       tuple(d.get("gemm_table") or ()))
+        except CalibrationError as e:
+            raise CalibrationError(f"{source}: {e}") from None
+
+    def save(self, path):
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w") as fh:
+            json.dump(self.to_dict(), fh, indent=1)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path):
+        try:
+            with open(path) as fh:
+                d = json.load(fh)
+        except OSError as e:
+            raise CalibrationError(f"calibration: cannot read {path}: {e.strerror}") from None
+        except ValueError as e:
+            raise CalibrationError(f"calibration: {path} is not JSON: {e}") from None
+        return cls.from_dict(d, source=f"calibration {path}")
+
+
+#: Used when no calibration file exists: 2 µs and 10 GB/s for every
+#: collective, SpMM at 1 ns per nnz·f, GEMM at 20 GFLOP/s and 10 GB/s.
+DEFAULT_CALIBRATION = Calibration(comm={"default": (2e-6, 1e-10)},
+                                  spmm=(5e-6, 1e-9, 2e-9, 5e-10, 2e-10),
+                                  gemm=(5e-6, 5e-11, 1e-10), meta={"source": "defaults"})
+
+
+def default_calibration_path():
+    """``$SPGNN_CALIBRATION``, else ``~/.cache/spgnn/calibration.json``."""
+    return os.environ.get("SPGNN_CALIBRATION") or os.path.join(
+        os.path.expanduser("~"), ".cache", "spgnn", "calibration.json")
+
+
+def load_calibration(path=None):
+    """The calibration at ``path`` (an error if unreadable), else the default file if it exists,
+    else :data:`DEFAULT_CALIBRATION`. Local."""
+    if path is not None:
+        return Calibration.load(path)
+    default = default_calibration_path()
+    return Calibration.load(default) if os.path.exists(default) else DEFAULT_CALIBRATION
+
+
+# ------------------------------------------------------------------------------- fitting
+def fit_nonneg(features, seconds):
+    """Non-negative coefficients minimising the squared *relative* error. Pure.
+
+    Each sample's row is divided by its time, so a 10 µs kernel weighs as
+    much as a 10 ms one (absolute least squares would fit the large ones
+    only).
+    """
+    from scipy.optimize import nnls
+
+    x = np.asarray(features, dtype=np.float64)
+    t = np.asarray(seconds, dtype=np.float64)
+    if x.ndim != 2 or len(t) != len(x) or len(t) < x.shape[1] or np.any(t <= 0):
+        raise CalibrationError(f"fit: need at least {x.shape[-1]} samples with positive times, "
+                               f"but got {len(t)}")
+    scale = x.max(axis=0)
+    scale[scale == 0] = 1.0
+    coef, _ = nnls(x / t[:, None] / scale, np.ones(len(t)))
+    return tuple(float(c) for c in coef / scale)
+
+
+def fit_spmm(samples):
+    """Coefficients of the SpMM model from ``[(m, nnz, f, seconds), ...]``."""
+    return fit_nonneg([spmm_features(m, z, f) for m, z, f, _ in samples], [s[-1] for s in samples])
+
+
+def fit_gemm(samples, itemsize=4):
+    """Coefficients of the GEMM model from ``[(m, k, n, seconds), ...]``."""
+    return fit_nonneg([gemm_features(m, k, n, itemsize) for m, k, n, _ in samples],
+                      [s[-1] for s in samples])
+
+
+#: Messages from this size on (bytes) fit β; the smaller ones fit α.
+LARGE_MESSAGE = 1 << 16
+
+
+def _fit_alpha_beta(rows):
+    large = [r for r in rows if r[2] >= LARGE_MESSAGE]
+    small = [r for r in rows if r[2] < LARGE_MESSAGE and r[1] > 0]
+    if len({r[2] for r in large}) >= 2:
+        # absolute least squares: the largest messages, where the epochs' bytes are, decide β
+        from scipy.optimize import nnls
+
+        x = np.array([[r[1], r[2]] for r in large], dtype=np.float64)
+        scale = x.max(axis=0)
+        scale[scale == 0] = 1.0
+        coef, _ = nnls(x / scale, np.array([r[3] for r in large]))
+        alpha, beta = coef / scale
+        if small:
+            alpha = float(np.median([max(0.0, (r[3] - beta * r[2]) / r[1]) for r in small]))
+        return float(alpha), float(beta)
+    return fit_nonneg([[r[1], r[2]] for r in rows], [r[3] for r in rows])
+
+
+def fit_comm(samples):
+    """``{kind: (alpha, beta)}`` from ``[(op, messages, bytes, seconds), ...]`` (ledger rows).
+
+    β is fitted on the messages of :data:`LARGE_MESSAGE` bytes or more and
+    α on the smaller ones (a relative-error fit over 8 B to 4 MB lets the
+    small messages decide β, 5-fold too low for the megabytes of an epoch
+    here).  ``default`` is fitted on all samples together.
+    """
+    out = {}
+    groups = {"default": samples}
+    for s in samples:
+        groups.setdefault(kind_of(s[0]), []).append(s)
+    for kind, rows in groups.items():
+        rows = [r for r in rows if r[3] > 0]
+        if len(rows) >= 2 and len({(r[1], r[2]) for r in rows}) >= 2:
+            out[kind] = _fit_alpha_beta(rows)
+    if "default" not in out:
+        raise CalibrationError("fit_comm: need samples of at least two message sizes")
+    return out
+
+
+# ------------------------------------------------------------------------------- the epoch
+@dataclass
+class Step:
+    """One bulk-synchronous step: ``kind`` is ``"compute"`` or a ledger op."""
+
+    layer: int
+    phase: str          # "forward" or "backward"
+    name: str
+    kind: str
+    seconds: float
+    nbytes: int = 0     # the most bytes (max of sent and received) of a rank; communication only
+    messages: int = 0   # the most messages of a rank
+    rank_bytes: np.ndarray = None      # per world rank, when known (1D, 1.5D)
+    rank_messages: np.ndarray = None
+
+
+@dataclass
+class Prediction:
+    """The predicted epoch of one configuration."""
+
+    algorithm: str
+    ranks: int
+    replication: int = 1
+    grid: tuple = None
+    steps: list = field(default_factory=list)
+
+    @property
+    def seconds(self):
+        return sum(s.seconds for s in self.steps)
+
+    def split(self):
+        """``(compute seconds, communication seconds)``."""
+        comp = sum(s.seconds for s in self.steps if s.kind == "compute")
+        return comp, self.seconds - comp
+
+    @property
+    def label(self):
+        if self.algorithm == "3d":
+            return f"3d {'x'.join(map(str, self.grid))}"
+        if self.algorithm.startswith("15d"):
+            return f"{self.algorithm} c={self.replication}"
+        return self.algorithm
+
+    def to_dict(self):
+        comp, comm = self.split()
+        return {"algorithm": self.algorithm, "ranks": self.ranks,
+                "replication": self.replication,
+                "grid": "x".join(map(str, self.grid)) if self.grid else None,
+                "seconds": self.seconds, "compute_seconds": comp, "comm_seconds": comm,
+                "comm_bytes_max_rank": int(sum(s.nbytes for s in self.steps))}
+
+
+def _block_nnz(a, row_off, col_off):
+    """``z[i, j]``: stored entries of ``a[row block i, column block j]``."""
+    a = sp.csr_array(a)
+    rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
+    i = np.searchsorted(row_off, rows, side="right") - 1
+    j = np.searchsorted(col_off, a.indices, side="right") - 1
+    z = np.zeros((len(row_off) - 1, len(col_off) - 1), dtype=np.int64)
+    np.add.at(z, (i, j), 1)
+    return z
+
+
+def local_work(a, algorithm, ranks, *, offsets=None, replication=1, grid=None, layer=0):
+    """``(rows, nnz)`` of every rank's local SpMM (arrays by rank; 3D: by grid position). Pure.
+
+    1D: the rank's row block.  1.5D: row block ``i`` restricted to column
+    slab ``j`` for rank ``i·c + j``.  3D, layer ``l`` with roles ``(o, i,
+    d)``: the ``(d, o)`` block of A (even splits).
+    """
+    n = a.shape[0]
+    if algorithm == "3d":
+        g = dict(zip(AXES_3D, grid))
+        o, _, d = roles_for_layer(layer)
+        z = _block_nnz(a, block_offsets(n, g[d]), block_offsets(n, g[o]))
+        rows = np.diff(block_offsets(n, g[d]))
+        return np.repeat(rows, g[o]), z.ravel()
+    c = replication if algorithm.startswith("15d") else 1
+    blocks = ranks // c
+    off = np.asarray(block_offsets(n, blocks) if offsets is None else offsets, dtype=np.int64)
+    if c == 1:
+        indptr = sp.csr_array(a).indptr
+        return np.diff(off), indptr[off[1:]] - indptr[off[:-1]]
+    slab = np.asarray([off[block_offsets(blocks, c)[j]] for j in range(c)] + [n])
+    z = _block_nnz(a, off, slab)                    # rank i*c + j holds z[i, j]
+    return np.repeat(np.diff(off), c), z.ravel()
+
+
+def _comm_steps(plan, cal, layer, phase):
+    """One step per (op, label) of one SpMM: a rank's time is the sum over its calls.
+
+    Summed per rank, not per planned event: the 1.5D broadcast stages of
+    different process columns run at the same time, each rank taking part in
+    its column's stages only.
+    """
+    groups = {}
+    for e in plan.select("spmm"):
+        key = (e.op, e.label)
+        b, m = groups.get(key, (0, 0))
+        groups[key] = (b + np.maximum(e.sent, e.recv), m + e.messages)
+    out = []
+    for (op, label), (b, m) in groups.items():
+        t = cal.comm_seconds(op, m, b)
+        out.append(Step(layer, phase, label, op, float(np.max(t, initial=0.0)),
+                        int(b.max(initial=0)), int(m.max(initial=0)), b, m))
+    return out
+
+
+def _allreduce_step(cal, layer, phase, name, elements, p, itemsize, group_of):
+    """An all-reduce of ``elements`` over groups of ``p`` ranks; ``group_of[r]`` is rank r's index."""
+    if p <= 1 or elements == 0:
+        return []
+    b = np.array([model_allreduce(int(elements), itemsize, p, int(i))[0] for i in group_of])
+    m = np.full(len(group_of), allreduce_messages(p), dtype=np.int64)
+    t = cal.comm_seconds("allreduce", m, b)
+    return [Step(layer, phase, name, "allreduce", float(t.max()), int(b.max()), int(m.max()),
+                 b, m)]
+
+
+def _predict_rowwise(a, algorithm, ranks, dims, cal, offsets, c, itemsize):
+    """1D and 1.5D: the planner's SpMM events, then the local kernels and the dW all-reduce."""
+    at = sp.csr_array(a.T)
+    rows, nnz = local_work(a, algorithm, ranks, offsets=offsets, replication=c)
+    rows_t, nnz_t = local_work(at, algorithm, ranks, offsets=offsets, replication=c)
+    n_r = int(rows.max(initial=0))
+    plans = {}
+
+    def plan(matrix, key, width):
+        if (key, width) not in plans:
+            extra = {"replication": c} if algorithm.startswith("15d") else {}
+            plans[key, width] = plan_spmm(matrix, algorithm, ranks, width, offsets=offsets,
+                                          itemsize=itemsize, **extra)
+        return plans[key, width]
+
+    def spmm(layer, phase, transpose, width):
+        r, z = (rows_t, nnz_t) if transpose else (rows, nnz)
+        t = max(cal.spmm_seconds(int(ri), int(zi), width) for ri, zi in zip(r, z)) if len(r) else 0
+        steps = _comm_steps(plan(at if transpose else a, transpose, width), cal, layer, phase)
+        return steps + [Step(layer, phase, "spmm" + ("-t" if transpose else ""), "compute", t)]
+
+    def gemm(layer, phase, name, m, k, n):
+        return [Step(layer, phase, name, "compute", cal.gemm_seconds(m, k, n, itemsize))]
+
+    steps = []
+    for layer, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
+        width, first = min(d_in, d_out), d_out < d_in          # transform first when it narrows
+        if first:
+            steps += gemm(layer, "forward", "H W", n_r, d_in, d_out)
+        steps += spmm(layer, "forward", False, width)
+        if not first:
+            steps += gemm(layer, "forward", "(A H) W", n_r, d_in, d_out)
+        if first:
+            steps += spmm(layer, "backward", True, width)
+        steps += gemm(layer, "backward", "dW", d_in, n_r, d_out)
+        steps += _allreduce_step(cal, layer, "backward", "allreduce dW", d_in * d_out,
+                                 ranks // c, itemsize, np.arange(ranks) // c)
+        if layer > 0:
+            steps += gemm(layer, "backward", "dX", n_r, d_out, d_in)
+            if not first:
+                steps += spmm(layer, "backward", True, width)
+    return steps
+
+
+def _predict_3d(a, ranks, dims, cal, grid, itemsize):
+    """3D: Plexus's closed-form steps (comm_terms_3d) and the local kernels of every layer."""
+    g = dict(zip(AXES_3D, grid))
+    n = a.shape[0]
+    steps = []
+    terms = comm_terms_3d(n, dims, grid, shard_input=False)    # DistGraph.from_graph default
+    for layer, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
+        o, i, d = roles_for_layer(layer)
+        rows, nnz = local_work(a, "3d", ranks, grid=grid, layer=layer)
+        n_r, w_i, w_o = math.ceil(n / g[d]), math.ceil(d_in / g[i]), math.ceil(d_out / g[o])
+        spmm_t = max(cal.spmm_seconds(int(r), int(z), w_i) for r, z in zip(rows, nnz))
+        for phase in ("forward", "backward"):
+            for (lay, ph, name, axis, elements) in terms:
+                if lay != layer or ph != phase:
+                    continue
+                p_axis = g[axis]
+                op = name.split()[0]
+                nbytes = math.ceil(elements) * itemsize
+                msgs = (allreduce_messages(p_axis) if op == "allreduce"
+                        else (p_axis - 1)) if nbytes else 0
+                steps.append(Step(layer, phase, name, op,
+                                  cal.comm_seconds(op, msgs, nbytes), nbytes, msgs))
+            steps.append(Step(layer, phase, "spmm", "compute", spmm_t))
+            steps.append(Step(layer, phase, "H W" if phase == "forward" else "dX", "compute",
+                              cal.gemm_seconds(n_r, w_i, w_o, itemsize)))
+        steps.append(Step(layer, "backward", "dW", "compute",
+                          cal.gemm_seconds(w_i, n_r, w_o, itemsize)))
+    return steps
+
+
+def predict_epoch(a, algorithm, ranks, dims, cal=DEFAULT_CALIBRATION, *, offsets=None,
+                  replication=1, grid=None, itemsize=4):
+    """The :class:`Prediction` of one GCN epoch on ``ranks`` ranks. Pure (nothing is launched).
+
+    ``a`` is the (permuted) n×n aggregation matrix, ``dims`` the widths
+    ``[D_0, ..., D_L]``, ``offsets`` the row partition (1D: P blocks, 1.5D:
+    P/c blocks; default even), ``grid`` the 3D shape.
+    """
+    dims = [int(v) for v in dims]
+    ranks = int(ranks)
+    if algorithm == "3d":
+        if grid is None or len(grid) != 3 or int(np.prod(grid)) != ranks:
+            raise GridError(f"predict_epoch: 3d needs grid=(X, Y, Z) with product {ranks}, but "
+                            f"got {grid}")
+        grid = tuple(int(v) for v in grid)
+        steps = _predict_3d(a, ranks, dims, cal, grid, itemsize)
+        return Prediction("3d", ranks, 1, grid, steps)
+    c = int(replication) if algorithm.startswith("15d") else 1
+    if c < 1 or ranks % c:
+        raise GridError(f"predict_epoch: replication c={c} must divide ranks={ranks}")
+    steps = _predict_rowwise(sp.csr_array(a), algorithm, ranks, dims, cal, offsets, c, itemsize)
+    return Prediction(algorithm, ranks, c, None, steps)
+
+
+def candidate_configs(ranks, algorithms=("1d", "1d-aware", "15d", "15d-aware", "3d"),
+                      max_replication=8):
+    """``[(algorithm, replication, grid), ...]`` worth comparing on ``ranks`` ranks. Pure.
+
+    1.5D: every c > 1 dividing P up to ``max_replication`` (c = 1 is 1D);
+    3D: every grid shape.
+    """
+    out = []
+    for algo in algorithms:
+        if algo.startswith("15d"):
+            out += [(algo, c, None) for c in range(2, min(ranks, max_replication) + 1)
+                    if ranks % c == 0]
+        elif algo == "3d":
+            out += [("3d", 1, g) for g in shapes_3d(ranks)]
+        else:
+            out.append((algo, 1, None))
+    return out
+
+
+def rank_configs(a, ranks, dims, cal=DEFAULT_CALIBRATION, *, configs=None, offsets_for=None,
+                 itemsize=4):
+    """Every candidate's :class:`Prediction`, fastest first (ties: the order of ``configs``). Pure.
+
+    ``offsets_for(blocks)`` returns ``(a_permuted, offsets)`` for a row
+    partition into ``blocks`` (default: ``a`` and even blocks).
+    """
+    configs = candidate_configs(ranks) if configs is None else configs
+    preds = []
+    for algo, c, grid in configs:
+        if algo == "3d":
+            preds.append(predict_epoch(a, "3d", ranks, dims, cal, grid=grid, itemsize=itemsize))
+            continue
+        blocks = ranks // c
+        ap, off = offsets_for(blocks) if offsets_for else (a, None)
+        preds.append(predict_epoch(ap, algo, ranks, dims, cal, offsets=off, replication=c,
+                                   itemsize=itemsize))
+    order = sorted(range(len(preds)), key=lambda k: (preds[k].seconds, k))
+    return [preds[k] for k in order]

@@ -1,0 +1,79 @@
+"""``--algo auto``, ``plan --time`` and calibration files through the real commands."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from spgnn.cli.auto import _aggregation_pattern
+from spgnn.io import load_graph
+from spgnn.perfmodel import Calibration, load_calibration, rank_configs
+from spgnn.testing.mpi import mpi_test_marks, run_mpi
+
+pytestmark = mpi_test_marks()
+
+GRAPH = "sbm:300:3:0"
+# communication dear, compute cheap: a ranking that differs from the defaults'
+CAL = Calibration({"default": (5e-5, 1e-9), "alltoall": (1e-3, 1e-9)},
+                  (1e-6, 1e-9, 1e-9, 1e-10, 0.0), (1e-6, 1e-11, 1e-10), {"source": "test"})
+
+
+def _last_json(proc):
+    assert proc.returncode == 0, proc.stdout
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def cal_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cal") / "cal.json"
+    CAL.save(path)
+    return path
+
+
+def test_auto_trains_the_configuration_the_model_ranks_first(cal_file):
+    proc = run_mpi(["-m", "spgnn", "train", "--graph", GRAPH, "--epochs", "2", "--json",
+                    "--no-progress"], 4, env={"SPGNN_CALIBRATION": str(cal_file)})
+    r = _last_json(proc)
+    g = load_graph(GRAPH)
+    expect = rank_configs(_aggregation_pattern(g.adj), 4, [g.features.shape[1], 16,
+                                                            g.num_classes], load_calibration(cal_file))
+    assert [a["algorithm"] for a in r["auto"]] == [p.algorithm for p in expect[:3]]
+    assert [a["seconds"] for a in r["auto"]] == pytest.approx([p.seconds for p in expect[:3]])
+    assert r["algorithm"] == expect[0].algorithm
+    assert "--algo auto chose" in proc.stdout
+
+
+def test_auto_with_a_grid_trains_3d_on_it(cal_file):
+    r = _last_json(run_mpi(["-m", "spgnn", "train", "--graph", GRAPH, "--epochs", "1", "--json",
+                            "--no-progress", "--grid", "2x1x2"], 4,
+                           env={"SPGNN_CALIBRATION": str(cal_file)}))
+    assert r["algorithm"] == "3d" and r["auto"][0]["grid"] == "2x1x2"
+
+
+def test_bad_calibration_file_is_one_line_error_on_every_rank(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "spgnn-calibration/1", "comm": {}}')
+    proc = run_mpi(["-m", "spgnn", "train", "--graph", GRAPH, "--epochs", "1", "--json",
+                    "--no-progress"], 2, env={"SPGNN_CALIBRATION": str(bad)})
+    assert proc.returncode != 0
+    errors = [line for line in proc.stdout.splitlines() if "spgnn train: error:" in line]
+    assert errors and str(bad) in errors[0], proc.stdout
+    assert "Traceback" not in proc.stdout
+
+
+def test_plan_time_ranks_every_configuration(cal_file):
+    out = subprocess.run([sys.executable, "-m", "spgnn", "plan", "--graph", "rmat:8",
+                          "--ranks", "4,4096", "--algos", "1d", "--alpha", "1e-6", "--beta",
+                          "1e-10", "--time", "--dims", "32,16,4", "--calibration",
+                          str(cal_file), "--json"], capture_output=True, text=True, timeout=120)
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    for entry in data["timed"]:
+        times = [r["seconds"] for r in entry["ranking"]]
+        assert times == sorted(times) and len(times) > 5
+    assert {e["ranks"] for e in data["timed"]} == {4, 4096}
+    table = subprocess.run([sys.executable, "-m", "spgnn", "plan", "--graph", "rmat:8",
+                            "--ranks", "8", "--algos", "1d", "--alpha", "1e-6", "--beta",
+                            "1e-10", "--time", "--calibration", str(cal_file)],
+                           capture_output=True, text=True, timeout=120).stdout
+    assert "chosen:" in table and "predicted GCN epoch" in table
