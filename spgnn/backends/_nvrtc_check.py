@@ -44,6 +44,17 @@ def nvrtc_version():
     return _check(nvrtc.nvrtcVersion(), "nvrtcVersion")
 
 
+def _out_buffer(size):
+    """A fresh buffer NVRTC may write ``size`` bytes into.
+
+    Never ``b" " * size``, the usual cuda-python idiom: for ``size == 1`` (an
+    empty log is one NUL byte) that is CPython's shared one-byte ``b" "``
+    object, and NVRTC's write turned every ``b" "`` in the process into
+    ``b"\\x00"`` (edge lists stopped parsing after this check ran).
+    """
+    return bytearray(max(int(size), 1))
+
+
 def compile_cubin(name, arch, text=None):
     """``(cubin bytes, log)`` of source ``name`` for ``arch``; raises with the log on failure."""
     from cuda.bindings import nvrtc
@@ -56,14 +67,14 @@ def compile_cubin(name, arch, text=None):
                                      f"--gpu-architecture={arch}")]
         res = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
-        buf = b" " * size
+        buf = _out_buffer(size)
         _check(nvrtc.nvrtcGetProgramLog(prog, buf), "log")
         log = buf.decode(errors="replace").rstrip("\x00 \n")
         if res[0] != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise RuntimeError(f"NVRTC failed to compile {name} for {arch}:\n{log}")
         size = _check(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
-        cubin = b" " * size
+        cubin = _out_buffer(size)
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "cubin")
-        return cubin, log
+        return bytes(cubin[:size]), log
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

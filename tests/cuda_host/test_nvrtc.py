@@ -32,3 +32,10 @@ def test_warnings_are_visible_in_the_log():
     text = S.assemble("gnn.cu") + '\nextern "C" __global__ void w(int* p) { int unused = 1; }\n'
     _, log = N.compile_cubin("gnn.cu", "sm_90", text=text)
     assert "warning" in log.lower()
+
+
+def test_compiling_leaves_python_s_shared_bytes_alone():
+    """NVRTC writes its log into the buffer it is given; a one-byte log once went into
+    CPython's shared ``b" "`` and broke every later ``bytes.replace(b",", b" ")``."""
+    N.compile_cubin("gnn.cu", "sm_90")          # an empty log: one NUL byte
+    assert b" " == bytes([32]) and b"0,1".replace(b",", b" ") == b"0 1"
