@@ -33,6 +33,7 @@ def test_gat_trains_alike_on_1_and_4_ranks():
 @pytest.mark.parametrize("args, message", [
     (["--model", "gcn", "--heads", "2"], "--heads only apply to --model gat"),
     (["--algo", "3d"], "1d or 1d-aware"),
+    (["--grid", "1x1x2"], "1d or 1d-aware (or auto), not --grid"),
 ])
 def test_gat_refusals_are_one_line_errors(args, message):
     base = GAT if args[0] != "--model" else [a for a in GAT if a not in ("--model", "gat")]

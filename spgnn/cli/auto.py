@@ -25,7 +25,7 @@ def _aggregation_pattern(adj):
                         dtype=np.float32)
 
 
-def _rank_on_root(graph, p, dims, partition, seed, grid):
+def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms):
     from spgnn.partition import partition_graph, permute
     from spgnn.perfmodel import candidate_configs, load_calibration, rank_configs
 
@@ -43,24 +43,26 @@ def _rank_on_root(graph, p, dims, partition, seed, grid):
                 cache[blocks] = (permute(a, perm), offsets)
         return cache[blocks]
 
-    configs = [("3d", 1, tuple(grid))] if grid else candidate_configs(p)
+    configs = ([("3d", 1, tuple(grid))] if grid else
+               candidate_configs(p, algorithms) if algorithms else candidate_configs(p))
     ranked = rank_configs(a, p, dims, load_calibration(), configs=configs,
                           offsets_for=offsets_for)
     return [r.to_dict() for r in ranked[:3]]
 
 
-def choose(comm, graph, dims, *, partition="none", seed=0, grid=None):
+def choose(comm, graph, dims, *, partition="none", seed=0, grid=None, algorithms=()):
     """``(algorithm, replication, grid or None, top3)`` on every rank. Collective.
 
     ``graph`` is needed on rank 0 only; ``grid`` (a ``XxYxZ`` string)
-    restricts the choice to 3d on that grid.
+    restricts the choice to 3d on that grid, ``algorithms`` (non-empty) to
+    those algorithms (a model's :attr:`ModelSpec.algorithms`).
     """
     g = parse_grid(grid, comm.size, ndim=3, what="train: --grid") if grid else None
     top = None
     err = None
     if comm.rank == 0:
         try:
-            top = _rank_on_root(graph, comm.size, dims, partition, seed, g)
+            top = _rank_on_root(graph, comm.size, dims, partition, seed, g, tuple(algorithms))
         except (ValueError, OSError) as exc:        # a bad calibration file included
             err = exc
     comm.agree(err)

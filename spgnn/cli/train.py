@@ -274,6 +274,11 @@ def check_args(args, p):
         raise ValueError("train: --aggregation, --quantize and --label-prop need a full-graph "
                          "model with --algo 1d-aware")
     if spec.training == "full-graph":
+        if spec.algorithms and (args.algo not in ("auto",) + spec.algorithms
+                                or args.grid is not None):
+            raise ValueError(f"train: --model {args.model} trains with --algo "
+                             f"{' or '.join(spec.algorithms)} (or auto), not "
+                             f"{'--grid' if args.grid is not None else args.algo}")
         if args.algo in ("15d", "15d-aware") and (args.replication < 1 or p % args.replication):
             raise ValueError(f"train: --replication must divide the {p} ranks, but got "
                              f"{args.replication}")
@@ -378,7 +383,7 @@ def _choose_auto(comm, args, graph):
         dims = ([int(graph.features.shape[1])] + [args.hidden] * (args.layers - 1)
                 + [int(graph.num_classes)])
     algo, c, grid, top = choose(comm, graph, dims, partition=args.partition, seed=args.seed,
-                                grid=args.grid)
+                                grid=args.grid, algorithms=MODELS[args.model].algorithms)
     args.algo, args.auto_choice = algo, top
     if algo.startswith("15d"):
         args.replication = c

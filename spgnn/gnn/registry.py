@@ -43,6 +43,9 @@ class ModelSpec:
         The ``format`` of its training checkpoints (a resume checks it);
         ``/2``: the layout of the one training loop (``trainer`` holds
         :meth:`Trainer.gather_state`), which earlier checkpoints do not have.
+    algorithms : tuple of str
+        The full-graph ``--algo`` values the model can train on (``--algo
+        auto`` chooses among them); empty: every distributed algorithm.
     """
 
     name: str
@@ -52,6 +55,7 @@ class ModelSpec:
     defaults: dict = field(default_factory=dict)
     options: tuple = ()
     checkpoint_format: str = ""
+    algorithms: tuple = ()
 
     def __post_init__(self):
         if self.training not in TRAININGS:
@@ -87,7 +91,8 @@ MODELS = {
         "gat", "full-graph GAT (multi-head attention; --algo 1d or 1d-aware)", _gat,
         "full-graph", defaults={"epochs": 200, "hidden": 8, "dropout": 0.6, "layers": 2,
                                 "heads": 8},
-        options=("heads",), checkpoint_format="spgnn-train-gat/2"),
+        options=("heads",), checkpoint_format="spgnn-train-gat/2",
+        algorithms=("1d", "1d-aware")),     # the edge softmax needs whole rows per rank
     # input dropout, dropout 0.6 and model selection on the validation set
     # were chosen on Cora's validation accuracy (docs/sage_training.md)
     "sage": ModelSpec(
