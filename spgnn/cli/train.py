@@ -56,6 +56,7 @@ from ..errors import CheckpointError, NonFiniteError
 from ..gnn import (Adam, Checkpoint, DistGraph, EvaluateEvery, Metrics, MinibatchGraph,
                    MinibatchTrainer, ProgressBar, Trainer)
 from ..gnn.compression import configure_exchange
+from ..gnn.data import require_features_and_labels
 from ..gnn.label_prop import LabelPropagation, LabelPropTrainer
 from ..gnn.registry import MODELS
 from ..grid import parse_grid
@@ -378,7 +379,13 @@ def _choose_auto(comm, args, graph):
 
     from .auto import choose, describe
 
-    dims = None
+    dims, err = None, None
+    if graph is not None:       # rank 0: the model ranks configurations by the layer widths
+        try:
+            require_features_and_labels(graph)
+        except ValueError as exc:
+            err = exc
+    comm.agree(err)
     if graph is not None:       # rank 0; --feature-dim is already applied by load_root
         dims = ([int(graph.features.shape[1])] + [args.hidden] * (args.layers - 1)
                 + [int(graph.num_classes)])

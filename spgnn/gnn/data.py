@@ -104,13 +104,18 @@ def _dense_features(x, dtype):
     return np.asarray(x).astype(np.float64).astype(dtype, copy=False)
 
 
-def _prepare(graph, aggregation, normalize_features, dtype):
-    """Aggregation matrix, dense features and node table (n x 5 int64)."""
+def require_features_and_labels(graph):
+    """Raise ValueError (with the hint for synthetic ones) unless ``graph`` has both. Local."""
     if graph.features is None or graph.labels is None:
         raise ValueError(f"DistGraph.from_graph: graph {graph.name!r} needs features and labels "
                          f"(features={'set' if graph.features is not None else None}, "
                          f"labels={'set' if graph.labels is not None else None}); "
                          f"{SYNTHETIC_HINT}")
+
+
+def _prepare(graph, aggregation, normalize_features, dtype):
+    """Aggregation matrix, dense features and node table (n x 5 int64)."""
+    require_features_and_labels(graph)
     n = graph.num_nodes
     require_finite(graph)
     adj = _aggregation_matrix(graph.adj, aggregation, dtype)
