@@ -18,27 +18,17 @@ Masked SpGEMM is ``C<A.S> = A (+.x) A``.  Usage::
 import argparse
 import json
 import os
-import statistics
-import time
 
 import numpy as np
 import scipy.sparse as sp
+
+from spgnn.benchmarks.common import median_seconds
 
 GRAPHS = {
     "slashdot": ("snap_soc_slashdot0902", "soc-Slashdot0902.txt.gz"),
     "twitter": ("snap_ego_twitter", "ego-twitter-undirected.jlg"),
     "luxembourg": ("luxembourg_osm", "luxembourg_osm.mtx"),
 }
-
-
-def _median(fn, reps):
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main():
@@ -101,8 +91,8 @@ def main():
         assert int(t_ours) == int(t_api) == int(t_theirs), (t_ours, t_api, t_theirs)
         mo, mt = ours_masked(), theirs_masked()
         assert mo.nnz == mt.nvals
-        tri_ours, tri_api, tri_gb = (_median(f, args.reps) for f in (ours_tri, ours_api, theirs_tri))
-        m_ours, m_gb = (_median(f, args.reps) for f in (ours_masked, theirs_masked))
+        tri_ours, tri_api, tri_gb = (median_seconds(f, args.reps) for f in (ours_tri, ours_api, theirs_tri))
+        m_ours, m_gb = (median_seconds(f, args.reps) for f in (ours_masked, theirs_masked))
         row = {"graph": name, "n": adj.shape[0], "nnz": int(adj.nnz), "triangles": int(t_ours),
                "tri_spgnn_kernel_s": tri_ours, "tri_spgnn_api_s": tri_api, "tri_graphblas_s": tri_gb,
                "tri_speedup_kernel": tri_gb / tri_ours, "tri_speedup_api": tri_gb / tri_api,

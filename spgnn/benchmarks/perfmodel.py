@@ -18,6 +18,8 @@ import time
 
 import numpy as np
 
+from .common import median_seconds
+
 __all__ = ["FIT_SPMM_GRAPHS", "FIT_FEATS", "FIT_GEMM", "HELDOUT_SPMM_GRAPHS", "HELDOUT_FEATS",
            "HELDOUT_GEMM", "median_seconds", "measure_spmm", "measure_gemm", "calibrate",
            "validate_compute"]
@@ -37,17 +39,6 @@ HELDOUT_FEATS = (8, 32, 96)
 HELDOUT_GEMM = ((2708, 1433, 16), (2708, 16, 7), (16, 2708, 7), (4039, 32, 32),
                 (20000, 96, 24), (24, 20000, 96), (5000, 200, 50), (300, 300, 300),
                 (12000, 8, 128), (128, 12000, 8))
-
-
-def median_seconds(fn, reps=5):
-    """Median wall time of ``fn()`` over ``reps`` runs after one warm-up. Local."""
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _load(spec):

@@ -16,7 +16,19 @@ from ..local.csr import LocalCSR
 __all__ = ["ExchangePlan"]
 
 
-class ExchangePlan:
+class PeerCounts:
+    """Totals of a plan's per-peer ``send_counts`` / ``recv_counts`` (rows or messages)."""
+
+    @property
+    def rows_sent(self) -> int:
+        return int(self.send_counts.sum())
+
+    @property
+    def rows_received(self) -> int:
+        return int(self.recv_counts.sum())
+
+
+class ExchangePlan(PeerCounts):
     """Which rows of a row-split X each rank needs for its block of A, and who sends them.
 
     Built once per (A's pattern, X's row split) by :meth:`for_spmm_1d`
@@ -39,14 +51,6 @@ class ExchangePlan:
         # width it decides, identically on every rank, whether an exchange
         # needs the chunked large-message path, so no per-call agreement.
         self.max_rows = max_rows
-
-    @property
-    def rows_sent(self) -> int:
-        return int(self.send_counts.sum())
-
-    @property
-    def rows_received(self) -> int:
-        return int(self.recv_counts.sum())
 
     @classmethod
     def for_spmm_1d(cls, A, X):

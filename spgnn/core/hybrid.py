@@ -29,6 +29,7 @@ from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from ..local.alloc import empty as empty_output
 from ..local.csr import LocalCSR
+from .exchange import PeerCounts
 
 __all__ = ["AGGREGATIONS", "min_vertex_cover_bipartite", "assign_edges", "HybridPlan",
            "predict_messages"]
@@ -97,7 +98,7 @@ def assign_edges(src, dst, mode):
     return cover_src[ui]
 
 
-class HybridPlan:
+class HybridPlan(PeerCounts):
     """The factorised exchange ``[A_rr  P]·[H; alltoallv(Q·H)]`` of one 1D row block.
 
     Built once per (A's pattern, X's row split, mode) by :meth:`build`
@@ -112,14 +113,6 @@ class HybridPlan:
         self.mode, self.Q, self.compact = mode, Q, compact
         self.send_counts, self.recv_counts, self.send_keys = send_counts, recv_counts, send_keys
         self.max_rows = max_rows
-
-    @property
-    def rows_sent(self) -> int:
-        return int(self.send_counts.sum())
-
-    @property
-    def rows_received(self) -> int:
-        return int(self.recv_counts.sum())
 
     @classmethod
     def for_spmm_1d(cls, A, X, mode):
