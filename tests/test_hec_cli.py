@@ -45,7 +45,10 @@ def test_hec_on_and_off_json_fields():
     (["--hec", "on", "--partition", "none"], "--partition"),
     (["--hec", "on", "--hec-capacity", "10", "--hec-push-cap", "6"], "ceil(cs / (P - 1))"),
     (["--hec", "on", "--hec-life", "-1"], "ls must be >= 0"),
-    (["--hec", "on", "--hec-push-cap", "0"], "nc must be >= 1")])
+    (["--hec", "on", "--hec-push-cap", "0"], "nc must be >= 1"),
+    # an explicit --bulk is refused, even at its default value (it used to be ignored)
+    (["--hec", "on", "--bulk", "16"], "--bulk 16 does not apply to --hec"),
+    (["--hec", "off", "--bulk", "4"], "--bulk 4 does not apply to --hec")])
 def test_bad_hec_options_are_one_error_on_every_rank(extra, needle):
     proc = _run(3, *extra, ok=False, timeout=60)
     assert proc.returncode != 0

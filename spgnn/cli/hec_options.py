@@ -70,8 +70,12 @@ def check(args, p):
     if args.partition_mode != "replicated":
         raise ValueError("train: --hec and --partition-mode partitioned exclude each other "
                          "(--hec partitions the graph itself)")
-    if args.bulk != 16:
-        raise ValueError("train: --bulk does not apply to --hec (one minibatch per step)")
+    if getattr(args, "bulk_given", args.bulk != 16):
+        # refused, not ignored: the partitioned trainer samples one local minibatch per rank
+        # per step (pushes and loads are per iteration); bulk sampling belongs to the
+        # replicated sampler
+        raise ValueError(f"train: --bulk {args.bulk} does not apply to --hec (it samples one "
+                         f"local minibatch per rank per step); leave --bulk out")
     if args.hec == "on":
         config(args).validate(p)
 

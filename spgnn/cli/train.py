@@ -139,7 +139,8 @@ def add_parser(sub):
     sage.add_argument("--batch-size", type=int, default=512)
     sage.add_argument("--fanout", default="15,10,5",
                       help="neighbours per hop, one hop per layer (default 15,10,5)")
-    sage.add_argument("--bulk", type=int, default=16, help="minibatches sampled per bulk step")
+    sage.add_argument("--bulk", type=int, default=None,
+                      help="minibatches sampled per bulk step (default 16; not with --hec)")
     sage.add_argument("--partition-mode", default="replicated",
                       choices=("replicated", "partitioned"),
                       help="graph replicated on every rank, or split over a P/c x c grid")
@@ -222,6 +223,10 @@ def apply_model_defaults(args):
     for key, value in spec.defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    # --bulk: None means "not given" (--hec refuses an explicit one, hec_options.check)
+    args.bulk_given = args.bulk is not None
+    if args.bulk is None:
+        args.bulk = 16
     others = {o for s in MODELS.values() for o in s.options} - set(spec.options)
     keys = [k for k in sorted(others) if getattr(args, k) is not None]
     given = [f"--{k.replace('_', '-')}" for k in keys]
