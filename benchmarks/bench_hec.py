@@ -1,22 +1,37 @@
-"""HEC vs --hec off: accuracy, halo bytes, hit rates, seconds (issue 22; docs/hec.md).
+"""HEC vs --hec off: accuracy, halo bytes, hit rates (issue 22; docs/hec.md).
 
 Each configuration is one ``mpiexec -n P python -m spgnn train --model sage
---partition metis --hec on|off ... --json`` run; the script collects the JSON
-records into ``--out`` (JSON lines) and prints a markdown table.  Bytes are
-the rank-summed bytes of the last epoch per ledger label: "halo" is
-``halo-fetch:*`` for ``--hec off`` and ``hec:push:*`` for ``--hec on``.
+--partition metis --hec on|off ... --json`` run; the records (each with its
+command) are appended to ``--out`` as JSON lines.  Bytes are the rank-summed
+bytes of the last epoch per ledger label: "halo" is ``halo-fetch:*`` for
+``--hec off`` and ``hec:push:*`` for ``--hec on``; "grad" is the gradient
+all-reduce.  Bytes and accuracies are exact and reproducible; seconds are
+not meaningful on a shared machine.
 
-    python benchmarks/bench_hec.py --graphs cora --ranks 4 --seeds 0 1 2 --epochs 30
-    python benchmarks/bench_hec.py --graphs musae_facebook --ranks 8 --seeds 0 --epochs 2 \
-        --push-caps 2000 64
-    python benchmarks/bench_hec.py --graphs cora --ranks 4 --seeds 0 --sweep
+Three jobs:
 
-Timings on a shared machine are ratios of runs taken back to back, not absolutes.
+* **compare** (default): for every graph, rank count and seed, one
+  ``--hec off`` run, then ``--hec on`` with each ``--push-caps`` value.
+  ``rule`` is the cap :func:`push_cap_rule` derives from that seed's
+  ``--hec off`` run (halo bytes at least 3x lower, by construction).
+* **--sweep**: ``cs``, ``ls``, ``nc`` and ``d`` varied one at a time around a
+  base point (``--base-cap``) on one graph and rank count.
+* **--report / --plot-sweep**: rebuild the summary table / the sweep figure
+  from JSON-lines files, running nothing.
+
+    python benchmarks/bench_hec.py --graphs cora citeseer --ranks 4 8 --seeds 0 1 2 \
+        --epochs 30 --batch-size 16 --push-caps 2000 rule --out docs/results/hec/small.jsonl
+    python benchmarks/bench_hec.py --sweep --graphs citeseer --ranks 4 --seeds 0 1 2 \
+        --epochs 30 --batch-size 8 --base-cap 8 --out docs/results/hec/sweep.jsonl
+    python benchmarks/bench_hec.py --report docs/results/hec/small.jsonl
+    python benchmarks/bench_hec.py --plot-sweep docs/results/hec/sweep.jsonl \
+        --figure docs/figures/hec_sweep.png
 """
 
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -26,12 +41,16 @@ DATA = Path(os.environ.get("SPGNN_DATA", ROOT.parent / "shared" / "data"))
 GRAPHS = {"cora": ["--graph", str(DATA / "planetoid"), "--name", "cora"],
           "citeseer": ["--graph", str(DATA / "planetoid"), "--name", "citeseer"],
           "musae_facebook": ["--graph", str(DATA / "musae_facebook")]}
+#: DistGNN-MB's hit rates at levels 0 / 1 / 2 (64 sockets, OGBN-Papers100M; report 001 §0)
+PAPER_HIT_RATES = (0.71, 0.47, 0.37)
+ID_BYTES = 8
 
 
-def run(graph, ranks, seed, epochs, batch, extra):
+def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5"):
+    """One ``train --json`` under mpiexec; the record plus halo/grad byte sums and the command."""
     cmd = ["mpiexec", "-n", str(ranks), sys.executable, "-m", "spgnn", "train", *GRAPHS[graph],
            "--model", "sage", "--partition", "metis", "--seed", str(seed), "--epochs",
-           str(epochs), "--batch-size", str(batch), "--fanout", "15,10,5", "--no-progress",
+           str(epochs), "--batch-size", str(batch), "--fanout", fanout, "--no-progress",
            "--json", *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -42,44 +61,204 @@ def run(graph, ranks, seed, epochs, batch, extra):
     rec["halo_bytes"] = sum(v for k, v in lab.items()
                             if k.startswith("halo-fetch") or k.startswith("hec:push"))
     rec["grad_bytes"] = sum(v for k, v in lab.items() if "grad" in k)
-    rec["command"] = " ".join(cmd[:1] + cmd[1:3] + ["python"] + cmd[4:])
+    rec["command"] = " ".join(["mpiexec", "-n", str(ranks), "python"] + cmd[4:])
     rec["bench_graph"], rec["bench_extra"] = graph, extra
     return rec
 
 
-def row(rec):
-    hr = rec.get("hit_rate_per_level") or {}
-    rates = " / ".join(f"{100 * v:.0f}" if v is not None else "-" for v in hr.values()) or "-"
-    return (f"| {rec['bench_graph']} | {rec['ranks']} | {' '.join(rec['bench_extra'])} | "
-            f"{rec['seed']} | {rec['test_acc']:.3f} | {rec['halo_bytes']:,} | "
-            f"{rec['grad_bytes']:,} | {rates} | {rec['seconds_per_epoch']:.2f} |")
+def level_dims(rec):
+    """Widths of the cached levels: the input features, then the hidden width per layer."""
+    return [rec["features"]] + [rec["hidden"]] * (len(rec["fanout"]) - 1)
 
 
-def plot(jsonl, path):
-    """Halo bytes per epoch and test accuracy per configuration (mean over seeds)."""
+def push_cap_rule(off, factor=3, itemsize=4):
+    """The push cap that sends at least ``factor`` x fewer halo bytes than ``off`` (a --hec off record).
+
+    ``--hec off`` fetches ``h`` halo rows per rank per iteration (the level-0
+    halo columns; its ``halo-fetch:ids`` bytes / 8 / (P·M)), each ``b_0 =
+    f_0·itemsize + 8`` bytes.  ``--hec on`` pushes at most ``nc`` rows per peer
+    per level per iteration, ``b_ℓ`` bytes each.  So
+
+        nc = floor(h · b_0 / (factor · (P − 1) · Σ_ℓ b_ℓ))
+
+    bounds the push bytes by ``1/factor`` of the fetch's row bytes whatever the
+    degree-biased selection accepts (it usually accepts fewer).  The sampled
+    blocks are the same with the cache on or off (the sampler is keyed by
+    seed and minibatch, not by the parameters), so ``h`` is the same too.
+    """
+    P, M = off["ranks"], off["iterations_per_epoch"]
+    h = off["bytes_per_epoch_by_label"].get("halo-fetch:ids", 0) / ID_BYTES / (P * M)
+    b = [d * itemsize + ID_BYTES for d in level_dims(off)]
+    return max(1, int(h * b[0] // (factor * max(P - 1, 1) * sum(b))))
+
+
+def config_name(rec):
+    """A configuration's name without the seed ("off", "on nc=2000", "on nc=rule", ...)."""
+    if rec["hec"] == "off":
+        return "off"
+    return rec.get("bench_name") or "on " + " ".join(rec["bench_extra"][2:])
+
+
+def _mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def summary(recs):
+    """Markdown: per graph, P and configuration the means over seeds, vs the off baseline."""
+    groups = {}
+    for r in recs:
+        groups.setdefault((r["bench_graph"], r["ranks"], config_name(r)), []).append(r)
+    lines = ["| graph | P | config | seeds | epochs | test acc (mean) | Δ vs off (points) | "
+             "halo bytes/epoch (mean) | off / on bytes | hit rate L0 / L1 / L2 % "
+             "(paper 71 / 47 / 37) | nc used | grad bytes/epoch |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (g, p, name), rs in groups.items():
+        off = groups.get((g, p, "off"))
+        acc = _mean([r["test_acc"] for r in rs])
+        halo = _mean([r["halo_bytes"] for r in rs])
+        if off and name != "off":
+            d = f"{100 * (acc - _mean([r['test_acc'] for r in off])):+.1f}"
+            ratio = f"{_mean([r['halo_bytes'] for r in off]) / max(halo, 1):.2f}x"
+        else:
+            d, ratio = "", "1x" if name == "off" else ""
+        if name == "off":
+            rates = "-"
+        else:
+            lv = sorted(rs[0]["hit_rate_per_level"])
+            rates = " / ".join(f"{100 * _mean([r['hit_rate_per_level'][k] for r in rs]):.0f}"
+                               for k in lv)
+        ncs = sorted({r["hec_config"]["nc"] for r in rs if r["hec"] == "on"})
+        lines.append(f"| {g} | {p} | {name} | {len(rs)} | {rs[0]['epochs']} | {acc:.3f} | {d} | "
+                     f"{halo / 1e6:,.2f} MB | {ratio} | {rates} | "
+                     f"{','.join(map(str, ncs)) or '-'} | {_mean([r['grad_bytes'] for r in rs]) / 1e6:,.2f} MB |")
+    return "\n".join(lines)
+
+
+def compare(args):
+    out = open(args.out, "a")
+    for g in args.graphs:
+        for p in args.ranks:
+            for s in args.seeds:
+                off = run(g, p, s, args.epochs, args.batch_size, ["--hec", "off"], args.fanout)
+                recs = [off]
+                for cap in args.push_caps:
+                    nc = push_cap_rule(off) if cap == "rule" else int(cap)
+                    extra = ["--hec", "on", "--hec-push-cap", str(nc), *args.hec_extra]
+                    rec = run(g, p, s, args.epochs, args.batch_size, extra, args.fanout)
+                    rec["bench_name"] = f"on nc={cap}" + (" " + " ".join(args.hec_extra)
+                                                          if args.hec_extra else "")
+                    recs.append(rec)
+                for rec in recs:
+                    out.write(json.dumps(rec) + "\n")
+                    out.flush()
+                    print(f"{g} P={p} seed={s} {config_name(rec)}: acc {rec['test_acc']:.3f} "
+                          f"halo {rec['halo_bytes']:,} B hit {rec.get('hit_rate_per_level')}",
+                          flush=True)
+
+
+#: the sweep: one parameter at a time around the base point (cs, ls, nc, d)
+def sweep_points(nc, P):
+    ring = nc * (P - 1)                 # the smallest cs the cap allows: ceil(cs/(P-1)) >= nc
+    return ([("cs", v) for v in (ring, 4 * ring, 16 * ring, 1_000_000)]
+            + [("ls", v) for v in (0, 1, 2, 4, 8)]
+            + [("nc", v) for v in sorted({max(1, nc // 4), max(1, nc // 2), nc, 4 * nc, 2000})]
+            + [("d", v) for v in (0, 1, 2, 4)])
+
+
+def sweep(args):
+    base = {"cs": 1_000_000, "ls": 2, "nc": args.base_cap, "d": 1}
+    opt = {"cs": "--hec-capacity", "ls": "--hec-life", "nc": "--hec-push-cap", "d": "--hec-delay"}
+    out = open(args.out, "a")
+    for g in args.graphs:
+        for p in args.ranks:
+            for s in args.seeds:
+                off = run(g, p, s, args.epochs, args.batch_size, ["--hec", "off"], args.fanout)
+                off["sweep"] = None
+                out.write(json.dumps(off) + "\n")
+                for name, v in sweep_points(args.base_cap, p):
+                    cfg = dict(base, **{name: v})
+                    extra = ["--hec", "on"] + [x for k in opt for x in (opt[k], str(cfg[k]))]
+                    rec = run(g, p, s, args.epochs, args.batch_size, extra, args.fanout)
+                    rec["sweep"] = [name, v]
+                    out.write(json.dumps(rec) + "\n")
+                    out.flush()
+                    print(f"{g} P={p} seed={s} {name}={v}: acc {rec['test_acc']:.3f} halo "
+                          f"{rec['halo_bytes']:,} B hit {rec['hit_rate_per_level']}", flush=True)
+
+
+def sweep_table(recs):
+    """Markdown: means over seeds per swept value, with the off baseline's accuracy and bytes."""
+    off = [r for r in recs if r.get("sweep") is None]
+    acc0, bytes0 = _mean([r["test_acc"] for r in off]), _mean([r["halo_bytes"] for r in off])
+    lines = [f"`--hec off`: test acc {acc0:.3f}, halo bytes/epoch {bytes0 / 1e6:.3f} MB "
+             f"({len(off)} seeds)", "",
+             "| parameter | value | test acc (mean) | Δ vs off (points) | halo bytes/epoch | "
+             "off / on bytes | hit rate L0 / L1 / L2 % |", "|---|---|---|---|---|---|---|"]
+    for name, vals in _sweep_groups(recs).items():
+        for v, rs in vals.items():
+            acc, hb = _mean([r["test_acc"] for r in rs]), _mean([r["halo_bytes"] for r in rs])
+            lv = sorted(rs[0]["hit_rate_per_level"])
+            rates = " / ".join(f"{100 * _mean([r['hit_rate_per_level'][k] for r in rs]):.0f}"
+                               for k in lv)
+            lines.append(f"| {name} | {v:,} | {acc:.3f} | {100 * (acc - acc0):+.1f} | "
+                         f"{hb / 1e6:.3f} MB | {bytes0 / max(hb, 1):.2f}x | {rates} |")
+    return "\n".join(lines)
+
+
+def _sweep_groups(recs):
+    groups = {}
+    for r in recs:
+        if r.get("sweep") is not None:
+            name, v = r["sweep"]
+            groups.setdefault(name, {}).setdefault(v, []).append(r)
+    return {k: dict(sorted(v.items())) for k, v in groups.items()}
+
+
+def plot_sweep(recs, path):
+    """One column per parameter: hit rate per level, halo bytes, test accuracy (means over seeds)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    recs = [json.loads(line) for f in jsonl for line in open(f)]
-    groups = {}
-    for r in recs:
-        key = f"{r['bench_graph']} P={r['ranks']}\n{' '.join(r['bench_extra'][1:]) or 'on'}" \
-            if r["hec"] == "on" else f"{r['bench_graph']} P={r['ranks']}\n--hec off"
-        groups.setdefault(key, []).append(r)
-    keys = list(groups)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
-    a.bar(range(len(keys)), [sum(r["halo_bytes"] for r in groups[k]) / len(groups[k]) / 1e6
-                             for k in keys])
-    a.set_ylabel("halo bytes per epoch (MB, all ranks)")
-    a.set_yscale("log")
-    b.bar(range(len(keys)), [sum(r["test_acc"] for r in groups[k]) / len(groups[k]) for k in keys])
-    b.set_ylabel("test accuracy (mean over seeds)")
-    b.set_ylim(0.5, 0.9)
-    for ax in (a, b):
-        ax.set_xticks(range(len(keys)))
-        ax.set_xticklabels(keys, rotation=60, ha="right", fontsize=7)
+    off = [r for r in recs if r.get("sweep") is None]
+    groups = _sweep_groups(recs)
+    names = [n for n in ("cs", "ls", "nc", "d") if n in groups]
+    fig, axes = plt.subplots(3, len(names), figsize=(3.2 * len(names), 7.5), squeeze=False)
+    for j, name in enumerate(names):
+        vals = list(groups[name])
+        xs = list(range(len(vals)))
+        rs = [groups[name][v] for v in vals]
+        for k in sorted(rs[0][0]["hit_rate_per_level"]):
+            axes[0, j].plot(xs, [100 * _mean([r["hit_rate_per_level"][k] for r in g]) for g in rs],
+                            marker="o", label=k)
+        axes[1, j].plot(xs, [_mean([r["halo_bytes"] for r in g]) / 1e6 for g in rs], marker="o",
+                        label="--hec on")
+        axes[2, j].plot(xs, [100 * _mean([r["test_acc"] for r in g]) for g in rs], marker="o",
+                        label="--hec on")
+        if off:
+            axes[1, j].axhline(_mean([r["halo_bytes"] for r in off]) / 1e6, ls="--", c="k",
+                               label="--hec off")
+            axes[2, j].axhline(100 * _mean([r["test_acc"] for r in off]), ls="--", c="k",
+                               label="--hec off")
+        for i in range(3):
+            axes[i, j].set_xticks(xs)
+            axes[i, j].set_xticklabels([f"{v:,}" if v < 10**6 else "1e6" for v in vals],
+                                       fontsize=7)
+        axes[2, j].set_xlabel(name)
+    axes[0, 0].set_ylabel("hit rate (%)")
+    axes[1, 0].set_ylabel("halo bytes / epoch (MB)")
+    axes[2, 0].set_ylabel("test accuracy (%)")
+    axes[0, 0].legend(fontsize=7)
+    axes[1, 0].legend(fontsize=7)
+    r0 = (off or recs)[0]
+    fig.suptitle(f"HEC sweep: {r0['bench_graph']}, P={r0['ranks']}, {len(off) or 1} seed(s), "
+                 f"{r0['epochs']} epochs; base cs=1e6 ls=2 d=1", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def _load(files):
+    return [json.loads(line) for f in files for line in open(f) if line.strip()]
 
 
 def main(argv=None):
@@ -89,36 +268,33 @@ def main(argv=None):
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--push-caps", nargs="+", type=int, default=[2000, 64])
+    ap.add_argument("--fanout", default="15,10,5")
+    ap.add_argument("--push-caps", nargs="+", default=["2000", "rule"],
+                    help="caps for --hec on: integers or 'rule' (push_cap_rule of the off run)")
+    ap.add_argument("--hec-extra", default="",
+                    help="more --hec on options in one string, e.g. "
+                         "--hec-extra='--hec-reset never --hec-capacity 8192'")
     ap.add_argument("--sweep", action="store_true",
-                    help="also vary cs, ls, nc and d one at a time around the paper's values")
+                    help="vary cs, ls, nc and d one at a time around (1e6, 2, --base-cap, 1)")
+    ap.add_argument("--base-cap", type=int, default=8)
     ap.add_argument("--out", default="hec_bench.jsonl")
-    ap.add_argument("--plot", nargs="+", metavar="JSONL", default=None,
-                    help="only plot these result files into --figure, run nothing")
-    ap.add_argument("--figure", default="hec.png")
+    ap.add_argument("--report", nargs="+", metavar="JSONL", default=None,
+                    help="print the summary table of these result files, run nothing")
+    ap.add_argument("--plot-sweep", nargs="+", metavar="JSONL", default=None,
+                    help="write the sweep table (stdout) and figure (--figure), run nothing")
+    ap.add_argument("--figure", default="hec_sweep.png")
     args = ap.parse_args(argv)
-    if args.plot:
-        plot(args.plot, args.figure)
-        return
-    configs = [["--hec", "off"]] + [["--hec", "on", "--hec-push-cap", str(nc)]
-                                    for nc in args.push_caps]
-    if args.sweep:
-        configs += [["--hec", "on", "--hec-capacity", "256", "--hec-push-cap", "64"],
-                    ["--hec", "on", "--hec-life", "0"], ["--hec", "on", "--hec-life", "8"],
-                    ["--hec", "on", "--hec-push-cap", "16"], ["--hec", "on", "--hec-delay", "2"],
-                    ["--hec", "on", "--hec-delay", "0"]]
-    print("| graph | P | options | seed | test acc | halo bytes/epoch | grad bytes/epoch | "
-          "hit rate L0/L1/L2 % | s/epoch |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    with open(args.out, "a") as f:
-        for g in args.graphs:
-            for p in args.ranks:
-                for extra in configs:
-                    for s in args.seeds:
-                        rec = run(g, p, s, args.epochs, args.batch_size, extra)
-                        f.write(json.dumps(rec) + "\n")
-                        f.flush()
-                        print(row(rec), flush=True)
+    args.hec_extra = shlex.split(args.hec_extra)
+    if args.report:
+        print(summary(_load(args.report)))
+    elif args.plot_sweep:
+        recs = _load(args.plot_sweep)
+        plot_sweep(recs, args.figure)
+        print(sweep_table(recs))
+    elif args.sweep:
+        sweep(args)
+    else:
+        compare(args)
 
 
 if __name__ == "__main__":
