@@ -125,9 +125,20 @@ def check_partitioned(comm, graph, cfg, ref):
 HEC_CFG = dict(CFG, partition="metis", batch_size=6, epochs=2)
 
 
-def check_hec_exact_equals_off(comm, graph, cfg=HEC_CFG):
+def hec_cfg(graph, p, iterations=4):
+    """HEC_CFG with about ``iterations`` minibatches per rank per epoch on ``p`` ranks.
+
+    Enough for every schedule the checks use (d = 2 still pushes and loads),
+    and a fixed amount of work per rank instead of 25 iterations at one rank.
+    """
+    ntr = int(np.asarray(graph.train_mask).sum())
+    return dict(HEC_CFG, batch_size=max(2, -(-ntr // (iterations * p))))
+
+
+def check_hec_exact_equals_off(comm, graph, cfg=None):
     """cs, ls, nc unbounded, d = 0, level 0 only, prefilled: bit-identical to --hec off. Collective."""
     from spgnn.gnn.hec import HECConfig, HECRunner
+    cfg = cfg or hec_cfg(graph, comm.size)
     off, _, _ = train_partitioned(comm, graph, cfg)
     on, recs, _ = train_partitioned(comm, graph, cfg, hec=HECRunner(
         HECConfig(cs=None, ls=None, nc=None, d=0, levels=1, prefill=True)))
@@ -139,9 +150,10 @@ def check_hec_exact_equals_off(comm, graph, cfg=HEC_CFG):
     collective_assert(comm, st["hits"] == st["requests"], f"prefilled level 0 missed: {st}")
 
 
-def check_hec_protocol(comm, graph, cfg=HEC_CFG, d=1, nc=3, ls=1, policy="drop"):
+def check_hec_protocol(comm, graph, cfg=None, d=1, nc=3, ls=1, policy="drop"):
     """Push bytes, exactly-once delivery, hit counts, cap and schedule. Collective."""
     from spgnn.gnn.hec import HECConfig, HECRunner
+    cfg = cfg or hec_cfg(graph, comm.size)
     runner = HECRunner(HECConfig(cs=1000, ls=ls, nc=nc, d=d, miss_policy=policy))
     with comm.track("whole") as st:
         states, recs, tr = train_partitioned(comm, graph, dict(cfg, epochs=1), hec=runner)
@@ -168,6 +180,7 @@ def check_hec_protocol(comm, graph, cfg=HEC_CFG, d=1, nc=3, ls=1, policy="drop")
     m = tr.iterations
     per_level = len(calls) // max(len(runner.dims), 1)
     collective_assert(comm, per_level == max(m - d, 0), f"{per_level} pushes, M={m}, d={d}")
+    collective_assert(comm, m > d, f"M={m} <= d={d}: nothing pushed, the check is vacuous")
     for name, v in states[-1].items():
         assert_dist_equal(comm, v, comm.bcast_obj(v, root=0), f"{name} replicas")
         collective_assert(comm, np.isfinite(v).all(), f"{name} not finite")
@@ -181,7 +194,7 @@ def main():
     check_partitioned(comm, g, CFG, ref)
     check_hec_exact_equals_off(comm, g)
     for d, nc, ls, policy in ((1, 3, 1, "drop"), (0, 2, 0, "keep-local"), (2, 50, 3, "zero")):
-        check_hec_protocol(comm, g, HEC_CFG, d, nc, ls, policy)
+        check_hec_protocol(comm, g, None, d, nc, ls, policy)
     if comm.rank == 0:
         print(f"OK hec_checks {comm.size} ranks", flush=True)
 

@@ -16,7 +16,9 @@ TIMEOUT = 120
 GRAPH = small_graph()
 
 
-@pytest.mark.parametrize("p", [1, 2, 3, 4])
+# 1, 2, 4 and 8 ranks run the same check under mpiexec (tests/test_hec_mpi.py); loopback
+# adds 3 (and 4 with uneven minibatch counts, below)
+@pytest.mark.parametrize("p", [3])
 def test_partitioned_training_matches_single_process_reference(p):
     ref = reference_partitioned(GRAPH, p, CFG)
     run_loopback(p, check_partitioned, GRAPH, CFG, ref, timeout=TIMEOUT)
@@ -60,7 +62,7 @@ def test_hec_exact_configuration_equals_hec_off_bit_for_bit(p):
     (1, 1, 3, 1, "drop"), (2, 1, 3, 1, "keep-local"), (4, 1, 3, 1, "zero"), (3, 0, 2, 0, "drop"),
     (4, 2, 50, 3, "drop")])
 def test_hec_push_bytes_delivery_cap_schedule(p, d, nc, ls, policy):
-    run_loopback(p, check_hec_protocol, GRAPH, HEC_CFG, d, nc, ls, policy, timeout=TIMEOUT)
+    run_loopback(p, check_hec_protocol, GRAPH, None, d, nc, ls, policy, timeout=TIMEOUT)
 
 
 def test_push_selection_is_the_degree_biased_prefix():

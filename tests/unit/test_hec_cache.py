@@ -58,7 +58,7 @@ ops = st.lists(st.one_of(
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(cs=st.integers(1, 8), ls=st.integers(0, 3), min_life=st.integers(0, 1),
        check_age=st.booleans(), seq=ops)
 def test_ring_matches_model(backend, cs, ls, min_life, check_age, seq):
