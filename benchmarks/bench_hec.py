@@ -46,12 +46,12 @@ PAPER_HIT_RATES = (0.71, 0.47, 0.37)
 ID_BYTES = 8
 
 
-def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5"):
+def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5", split=None):
     """One ``train --json`` under mpiexec; the record plus halo/grad byte sums and the command."""
     cmd = ["mpiexec", "-n", str(ranks), sys.executable, "-m", "spgnn", "train", *GRAPHS[graph],
            "--model", "sage", "--partition", "metis", "--seed", str(seed), "--epochs",
            str(epochs), "--batch-size", str(batch), "--fanout", fanout, "--no-progress",
-           "--json", *extra]
+           "--json", *(["--split", split] if split else []), *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode:
@@ -62,7 +62,7 @@ def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5"):
                             if k.startswith("halo-fetch") or k.startswith("hec:push"))
     rec["grad_bytes"] = sum(v for k, v in lab.items() if "grad" in k)
     rec["command"] = " ".join(["mpiexec", "-n", str(ranks), "python"] + cmd[4:])
-    rec["bench_graph"], rec["bench_extra"] = graph, extra
+    rec["bench_graph"], rec["bench_extra"], rec["bench_split"] = graph, extra, split
     return rec
 
 
@@ -140,12 +140,13 @@ def compare(args):
     for g in args.graphs:
         for p in args.ranks:
             for s in args.seeds:
-                off = run(g, p, s, args.epochs, args.batch_size, ["--hec", "off"], args.fanout)
+                off = run(g, p, s, args.epochs, args.batch_size, ["--hec", "off"], args.fanout,
+                          args.split)
                 recs = [off]
                 for cap in args.push_caps:
                     nc = push_cap_rule(off) if cap == "rule" else int(cap)
                     extra = ["--hec", "on", "--hec-push-cap", str(nc), *args.hec_extra]
-                    rec = run(g, p, s, args.epochs, args.batch_size, extra, args.fanout)
+                    rec = run(g, p, s, args.epochs, args.batch_size, extra, args.fanout, args.split)
                     rec["bench_name"] = f"on nc={cap}" + (" " + " ".join(args.hec_extra)
                                                           if args.hec_extra else "")
                     recs.append(rec)
@@ -173,13 +174,14 @@ def sweep(args):
     for g in args.graphs:
         for p in args.ranks:
             for s in args.seeds:
-                off = run(g, p, s, args.epochs, args.batch_size, ["--hec", "off"], args.fanout)
+                off = run(g, p, s, args.epochs, args.batch_size, ["--hec", "off"], args.fanout,
+                          args.split)
                 off["sweep"] = None
                 out.write(json.dumps(off) + "\n")
                 for name, v in sweep_points(args.base_cap, p):
                     cfg = dict(base, **{name: v})
                     extra = ["--hec", "on"] + [x for k in opt for x in (opt[k], str(cfg[k]))]
-                    rec = run(g, p, s, args.epochs, args.batch_size, extra, args.fanout)
+                    rec = run(g, p, s, args.epochs, args.batch_size, extra, args.fanout, args.split)
                     rec["sweep"] = [name, v]
                     out.write(json.dumps(rec) + "\n")
                     out.flush()
@@ -251,8 +253,12 @@ def plot_sweep(recs, path):
     axes[0, 0].legend(fontsize=7)
     axes[1, 0].legend(fontsize=7)
     r0 = (off or recs)[0]
-    fig.suptitle(f"HEC sweep: {r0['bench_graph']}, P={r0['ranks']}, {len(off) or 1} seed(s), "
-                 f"{r0['epochs']} epochs; base cs=1e6 ls=2 d=1", fontsize=9)
+    nc = next((r["hec_config"]["nc"] for r in recs if r.get("sweep") and r["sweep"][0] != "nc"),
+              "?")
+    fig.suptitle(f"HEC sweep: {r0['bench_graph']} (split {r0.get('bench_split') or 'own'}), "
+                 f"P={r0['ranks']}, batch {r0['batch_size']}, {len(off) or 1} seed(s), "
+                 f"{r0['epochs']} epochs; base cs=1e6 ls=2 nc={nc} d=1; dashed: --hec off",
+                 fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -269,6 +275,8 @@ def main(argv=None):
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--fanout", default="15,10,5")
+    ap.add_argument("--split", default=None, metavar="TRAIN:VAL",
+                    help="train --split (a random split instead of the graph's own, e.g. 0.6:0.2)")
     ap.add_argument("--push-caps", nargs="+", default=["2000", "rule"],
                     help="caps for --hec on: integers or 'rule' (push_cap_rule of the off run)")
     ap.add_argument("--hec-extra", default="",
