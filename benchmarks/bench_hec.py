@@ -104,6 +104,12 @@ def _mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
+def _points(diff):
+    """An accuracy difference in points, signed ("+0.0", never "-0.0")."""
+    text = f"{100 * diff:+.1f}"
+    return "+0.0" if text == "-0.0" else text
+
+
 def summary(recs):
     """Markdown: per graph, P and configuration the means over seeds, vs the off baseline."""
     groups = {}
@@ -118,7 +124,7 @@ def summary(recs):
         acc = _mean([r["test_acc"] for r in rs])
         halo = _mean([r["halo_bytes"] for r in rs])
         if off and name != "off":
-            d = f"{100 * (acc - _mean([r['test_acc'] for r in off])):+.1f}"
+            d = _points(acc - _mean([r['test_acc'] for r in off]))
             ratio = f"{_mean([r['halo_bytes'] for r in off]) / max(halo, 1):.2f}x"
         else:
             d, ratio = "", "1x" if name == "off" else ""
@@ -194,7 +200,7 @@ def sweep_table(recs):
     off = [r for r in recs if r.get("sweep") is None]
     acc0, bytes0 = _mean([r["test_acc"] for r in off]), _mean([r["halo_bytes"] for r in off])
     lines = [f"`--hec off`: test acc {acc0:.3f}, halo bytes/epoch {bytes0 / 1e6:.3f} MB "
-             f"({len(off)} seeds)", "",
+             f"({len(off)} seed{'s' if len(off) != 1 else ''})", "",
              "| parameter | value | test acc (mean) | Δ vs off (points) | halo bytes/epoch | "
              "off / on bytes | hit rate L0 / L1 / L2 % |", "|---|---|---|---|---|---|---|"]
     for name, vals in _sweep_groups(recs).items():
@@ -203,7 +209,7 @@ def sweep_table(recs):
             lv = sorted(rs[0]["hit_rate_per_level"])
             rates = " / ".join(f"{100 * _mean([r['hit_rate_per_level'][k] for r in rs]):.0f}"
                                for k in lv)
-            lines.append(f"| {name} | {v:,} | {acc:.3f} | {100 * (acc - acc0):+.1f} | "
+            lines.append(f"| {name} | {v:,} | {acc:.3f} | {_points(acc - acc0)} | "
                          f"{hb / 1e6:.3f} MB | {bytes0 / max(hb, 1):.2f}x | {rates} |")
     return "\n".join(lines)
 
@@ -242,6 +248,10 @@ def plot_sweep(recs, path):
                                label="--hec off")
             axes[2, j].axhline(100 * _mean([r["test_acc"] for r in off]), ls="--", c="k",
                                label="--hec off")
+        axes[0, j].set_ylim(0, 100)
+        if off:                         # ±3 points: seed noise should look like noise
+            a0 = 100 * _mean([r["test_acc"] for r in off])
+            axes[2, j].set_ylim(a0 - 3, a0 + 3)
         for i in range(3):
             axes[i, j].set_xticks(xs)
             axes[i, j].set_xticklabels([f"{v:,}" if v < 10**6 else "1e6" for v in vals],
