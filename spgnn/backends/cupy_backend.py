@@ -37,10 +37,19 @@ from .base import Backend
 __all__ = ["CupyBackend", "HOST_ROUND_TRIP"]
 
 #: Operations that run on the host (numba backend) with a copy each way.
-HOST_ROUND_TRIP = ("spgemm_symbolic", "spgemm_numeric", "extract_cols",
+HOST_ROUND_TRIP = ("extract_cols",
                    "transpose", "sample_rows", "first_appearance", "sort_rows_by_column")
 
-_MAX_WARPS = 8             # SPMM_MAX_WARPS / SDDMM_MAX_WARPS in the sources
+_MAX_WARPS = 8             # SPMM_MAX_WARPS / SDDMM_MAX_WARPS / SPGEMM_MAX_WARPS in the sources
+_EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)     # SPGEMM_EMPTY: an unused hash slot
+
+
+def _offsets(xp, counts):
+    """``[0, cumsum(counts)]`` as int64 (CSR-style offsets of ``counts``)."""
+    out = xp.zeros(counts.shape[0] + 1, dtype=np.int64)
+    if counts.shape[0]:
+        xp.cumsum(counts, out=out[1:])
+    return out
 
 
 def _idx(*arrays):
@@ -237,16 +246,100 @@ class CupyBackend(Backend):
         d = self.from_host
         return LocalCSR(d(a.indptr), d(a.indices), d(a.data), a.shape, check=None)
 
+    # -- SpGEMM (kernels/cuda/spgemm.cu: hash table per output row) --------------------
+    def _row_grid(self, m):
+        """Grid and block of the warp-per-row kernels that stride over rows."""
+        return (max(1, min(65535, -(-m // self.warps))),), (32 * self.warps,)
+
+    def _spgemm_operands(self, a, b):
+        """``(tag, a.indptr, a.indices, b.indptr, b.indices)`` in one index type."""
+        xp = self._xp
+        tag, idt = _idx(a.indptr, a.indices, b.indptr, b.indices)
+        return (tag,) + tuple(xp.ascontiguousarray(xp.asarray(v), dtype=idt)
+                              for v in (a.indptr, a.indices, b.indptr, b.indices))
+
     def spgemm_symbolic(self, a, b):
-        self.host_round_trips += 1
-        return self.from_host(self._host_backend().spgemm_symbolic(self._host_csr(a),
-                                                                     self._host_csr(b)))
+        """Output ``indptr`` (int64, ``a.shape[0] + 1``) of ``A @ B``'s structural pattern. Local.
+
+        Per row a hash table of ``2 min(flops, n)`` slots (flops: the row's
+        scalar products, from ``B``'s row lengths on the array module).
+        """
+        V.check_spgemm(a, b, "spgemm_symbolic")
+        xp = self._xp
+        m, n = a.shape[0], b.shape[1]
+        tag, aip, aix, bip, bix = self._spgemm_operands(a, b)
+        per_entry = xp.diff(bip).astype(np.int64)[aix]
+        cum = _offsets(xp, per_entry)
+        flops = cum[aip[1:].astype(np.int64)] - cum[aip[:-1].astype(np.int64)]
+        table_ptr = _offsets(xp, 2 * xp.minimum(flops, n))
+        counts = xp.zeros(m, dtype=np.int64)
+        if m and int(table_ptr[-1]):
+            keys = xp.full(int(table_ptr[-1]), _EMPTY, dtype=np.uint64)
+            self.launch("spgemm.cu", f"spgemm_count_{tag}", *self._row_grid(m),
+                        (aip, aix, bip, bix, np.int64(m), table_ptr, keys, counts))
+        return _offsets(xp, counts)
 
     def spgemm_numeric(self, a, b, indptr, semiring):
-        self.host_round_trips += 1
-        c = self._host_backend().spgemm_numeric(self._host_csr(a), self._host_csr(b),
-                                                self.to_host(indptr), semiring)
-        return self._dev_csr(c)
+        """``C = A (+).(x) B`` on the pattern counted by :meth:`spgemm_symbolic`. Local.
+
+        Sorted, duplicate-free indices; structural zeros kept; equal columns
+        reduced in storage order.  Raises
+        :class:`~spgnn.errors.InvalidSparseStructure` when ``indptr`` is not
+        the symbolic product's.
+        """
+        V.check_spgemm(a, b, "spgemm_numeric")
+        semiring = V.check_semiring(semiring)
+        xp = self._xp
+        indptr = xp.array(V.check_spgemm_indptr(indptr, a, xp=xp), dtype=np.int64)  # our own copy
+        m, n = a.shape[0], b.shape[1]
+        nnz = int(indptr[-1])
+        dt = V.result_dtype(a.data, b.data)
+        idt = V.index_dtype_for(nnz, (m, n), a.index_dtype, b.index_dtype)
+        tag, aip, aix, bip, bix = self._spgemm_operands(a, b)
+        counts = xp.diff(indptr)
+        table_ptr = _offsets(xp, 2 * counts)
+        total = int(table_ptr[-1])
+        out_indices = xp.empty(nnz, dtype=np.int64)
+        out_data = xp.empty(nnz, dtype=dt)
+        if m:
+            got = xp.zeros(m, dtype=np.uint64)
+            add, mul = S.semiring_codes(semiring)
+            self.launch("spgemm.cu", f"spgemm_fill_{tag}_{_val(dt)}", *self._row_grid(m),
+                        (aip, aix, xp.ascontiguousarray(xp.asarray(a.data), dtype=dt), bip, bix,
+                         xp.ascontiguousarray(xp.asarray(b.data), dtype=dt), np.int64(m),
+                         np.int32(add), np.int32(mul), indptr, table_ptr,
+                         xp.full(total, _EMPTY, dtype=np.uint64), xp.empty(total, dtype=dt),
+                         out_indices, out_data, got))
+            bad = int(xp.count_nonzero(got != counts.astype(np.uint64)))
+            if bad:
+                raise V.indptr_mismatch(bad)
+        if nnz:
+            rows = self._row_ids(indptr, nnz)
+            order = self._row_major_order(rows, out_indices, n)
+            out_indices, out_data = out_indices[order], out_data[order]
+            if semiring.row_mean:
+                out_data /= xp.maximum(xp.diff(xp.asarray(a.indptr)), 1).astype(dt)[rows]
+        return LocalCSR(indptr.astype(idt, copy=False), out_indices.astype(idt, copy=False),
+                        out_data, (m, n), check=None)
+
+    def _row_ids(self, indptr, nnz):
+        """The row of every stored entry (int64), by binary search in ``indptr``."""
+        xp = self._xp
+        return xp.searchsorted(xp.asarray(indptr), xp.arange(nnz, dtype=np.int64),
+                               side="right").astype(np.int64) - 1
+
+    def _row_major_order(self, rows, cols, ncols):
+        """The permutation sorting entries by ``(row, column)``; pairs must be distinct.
+
+        One sort of the key ``row * ncols + column`` (a radix sort in CuPy);
+        ``lexsort`` where that key could overflow int64.  Keys are distinct,
+        so the permutation does not depend on the sort's stability.
+        """
+        xp = self._xp
+        nrows = int(rows[-1]) + 1 if rows.size else 0
+        if nrows * max(int(ncols), 1) < 2**62:
+            return xp.argsort(rows * np.int64(ncols) + cols.astype(np.int64, copy=False))
+        return xp.lexsort(xp.stack([cols.astype(np.int64, copy=False), rows]))
 
     def extract_rows(self, a, rows):
         """``a[rows, :]`` (scipy's semantics): prefix sum on the array module, then a warp per row copies. Local."""
