@@ -4,18 +4,18 @@ Kernels (``kernels/cuda/*.cu``, one ``RawModule`` per source, compiled by
 CuPy's NVRTC for the device's architecture with
 :data:`spgnn.backends._cuda_source.NVRTC_OPTIONS`): SpMM (GE-SpMM-style warp
 per row with coalesced row caching), SDDMM (warp per row, shuffle
-reduction), row extraction, ReLU forward/backward, dense and CSR counter-based dropout
-(bit-identical to the Numba kernels).  Every launch checks its arguments
-against the entry point's parsed C signature (a wrong scalar width raises
-:class:`~spgnn.errors.DTypeError` instead of shifting arguments).
+reduction), SpGEMM (hash table per output row, symbolic then numeric),
+row and column extraction, ReLU forward/backward, dense and CSR
+counter-based dropout, keyed sampling and per-row sorting, first-appearance
+de-duplication (bit-identical to the Numba kernels).  Transposition is a
+stable sort on the array module (CUB's radix sort in CuPy).  Every launch
+checks its arguments against the entry point's parsed C signature (a wrong
+scalar width raises :class:`~spgnn.errors.DTypeError` instead of shifting
+arguments).  No operation copies to the host any more
+(:data:`HOST_ROUND_TRIP` is empty).
 
 Named alternative: ``spmm_impl="cusparse"`` runs plus-times SpMM through
-``cupyx.scipy.sparse`` (cuSPARSE).  The remaining operations (SpGEMM,
-column extraction, transpose, sampling, first-appearance de-duplication, row
-sorting) have no CUDA kernel yet: they copy to the host, run the ``numba``
-backend (``numpy`` without numba), and copy back (:data:`HOST_ROUND_TRIP`
-lists them; ``host_round_trips`` counts the calls), so the contract is
-complete but those operations are not GPU-fast.
+``cupyx.scipy.sparse`` (cuSPARSE).
 
 The seam that lets CI test this class without a GPU: ``CupyBackend(xp=numpy,
 sparse=scipy.sparse, module=HostModule)`` runs the same orchestration with
@@ -36,12 +36,20 @@ from .base import Backend
 
 __all__ = ["CupyBackend", "HOST_ROUND_TRIP"]
 
-#: Operations that run on the host (numba backend) with a copy each way.
-HOST_ROUND_TRIP = ("extract_cols",
-                   "transpose", "sample_rows", "first_appearance", "sort_rows_by_column")
+#: Operations that run on the host with a copy each way: none any more (the
+#: last ones, SpGEMM, column extraction, transpose, sampling and
+#: de-duplication, got their kernels; kept so callers can check).
+HOST_ROUND_TRIP = ()
 
 _MAX_WARPS = 8             # SPMM_MAX_WARPS / SDDMM_MAX_WARPS / SPGEMM_MAX_WARPS in the sources
 _EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)     # SPGEMM_EMPTY: an unused hash slot
+
+
+def _histogram(xp, values, n):
+    """``bincount(values, minlength=n)`` as int64 (an empty ``values`` gives ``n`` zeros)."""
+    if values.shape[0] == 0:
+        return xp.zeros(n, dtype=np.int64)
+    return xp.bincount(values, minlength=n).astype(np.int64)
 
 
 def _offsets(xp, counts):
@@ -92,7 +100,6 @@ class CupyBackend(Backend):
         self._modules = {}
         self._kernels = {}
         self.spmm_impl = spmm_impl
-        self.host_round_trips = 0
 
     @classmethod
     def host_emulated(cls, **kw):
@@ -230,22 +237,6 @@ class CupyBackend(Backend):
                          np.int32(add), np.int32(mul), dt.type(semiring.add.identity), out))
         return LocalCSR(a.indptr, a.indices, out, a.shape, check=None)
 
-    # -- sparse-module operations (cuSPARSE on a GPU) ---------------------------------
-    def _host_backend(self):
-        from . import numba_backend, numpy_backend
-
-        cls = (numba_backend.NumbaBackend if numba_backend.NumbaBackend.is_available()
-               else numpy_backend.NumpyBackend)
-        return cls()
-
-    def _host_csr(self, a):
-        h = self.to_host
-        return LocalCSR(h(a.indptr), h(a.indices), h(a.data), a.shape, check=None)
-
-    def _dev_csr(self, a):
-        d = self.from_host
-        return LocalCSR(d(a.indptr), d(a.indices), d(a.data), a.shape, check=None)
-
     # -- SpGEMM (kernels/cuda/spgemm.cu: hash table per output row) --------------------
     def _row_grid(self, m):
         """Grid and block of the warp-per-row kernels that stride over rows."""
@@ -367,43 +358,169 @@ class CupyBackend(Backend):
         return LocalCSR(out_indptr.astype(idt), out_indices.astype(idt, copy=False), out_data,
                         (nr, a.shape[1]), check=None)
 
+    def _stable_order(self, keys, nkeys):
+        """Positions of ``keys`` (int64 in ``[0, nkeys)``) sorted by key, ties in position order.
+
+        One sort of the distinct key ``key * len + position`` (a radix sort
+        in CuPy), ``lexsort`` where that could overflow int64: the result is
+        the stable order whatever the sort's own stability.
+        """
+        xp = self._xp
+        size = int(keys.shape[0])
+        pos = xp.arange(size, dtype=np.int64)
+        if max(int(nkeys), 1) * max(size, 1) < 2**62:
+            return xp.argsort(keys * np.int64(size) + pos)
+        return xp.lexsort(xp.stack([pos, keys]))
+
     def extract_cols(self, a, cols):
-        """``a[:, cols]`` (scipy's semantics). Local."""
+        """``a[:, cols]`` (scipy's semantics and entry order). Local.
+
+        The inverse map column -> positions of ``cols`` (a stable sort and a
+        histogram) on the array module, then ``extract_cols.cu``: count per
+        row, prefix sum, fill (a thread per row).
+        """
+        xp = self._xp
         V.check_csr(a, "extract_cols")
-        self.host_round_trips += 1
-        return self._dev_csr(self._host_backend().extract_cols(self._host_csr(a),
-                                                               self.to_host(cols)))
+        cols = V.normalize_index(cols, a.shape[1], "extract_cols", "cols", xp=xp)
+        cols = xp.ascontiguousarray(xp.asarray(cols), dtype=np.int64)
+        m, n, nc = a.shape[0], a.shape[1], int(cols.shape[0])
+        vdt = np.dtype(a.data.dtype)
+        tag, ip, ix, data = self._csr_arrays(a, vdt)
+        col_order = xp.ascontiguousarray(self._stable_order(cols, n), dtype=np.int64)
+        col_offsets = _offsets(xp, _histogram(xp, cols, n))
+        counts = xp.zeros(m, dtype=np.int64)
+        if m and a.nnz and nc:
+            self.launch("extract_cols.cu", f"extract_cols_count_{tag}", *self._ew_grid(m),
+                        (ip, ix, col_offsets, np.int64(m), counts))
+        out_indptr = _offsets(xp, counts)
+        nnz = int(out_indptr[-1])
+        out_indices = xp.empty(nnz, dtype=np.int64)
+        out_data = xp.empty(nnz, dtype=vdt)
+        if nnz:
+            self.launch("extract_cols.cu", f"extract_cols_fill_{tag}_{_val(vdt)}",
+                        *self._ew_grid(m), (ip, ix, data, col_offsets, col_order, np.int64(m),
+                                            out_indptr, out_indices, out_data))
+        idt = V.index_dtype_for(nnz, (m, nc), a.index_dtype)
+        return LocalCSR(out_indptr.astype(idt), out_indices.astype(idt, copy=False), out_data,
+                        (m, nc), check=None)
 
     def transpose(self, a):
-        """``a.T`` in CSR with sorted indices. Local."""
-        V.check_csr(a, "transpose")
-        self.host_round_trips += 1
-        return self._dev_csr(self._host_backend().transpose(self._host_csr(a)))
+        """``a.T`` in CSR: indices sorted, duplicates kept in storage order (scipy's csr_tocsc). Local.
 
-    # -- sampling (host round trip) ---------------------------------------------------
+        A stable sort of the entries by column (CUB's radix sort in CuPy: a
+        stable counting sort per digit, i.e. count + scan + scatter done
+        right on a GPU) and a histogram for ``indptr``; no own kernel
+        (docs/gpu.md says why).
+        """
+        xp = self._xp
+        V.check_csr(a, "transpose")
+        m, n = a.shape
+        nnz = a.nnz
+        idt = V.index_dtype_for(nnz, (n, m), a.index_dtype)
+        cols = xp.asarray(a.indices)[:nnz].astype(np.int64)
+        order = self._stable_order(cols, n)
+        rows = self._row_ids(a.indptr, nnz)
+        out_indptr = _offsets(xp, _histogram(xp, cols, n))
+        return LocalCSR(out_indptr.astype(idt), rows[order].astype(idt),
+                        xp.asarray(a.data)[:nnz][order], (n, m), check=None)
+
+    # -- sampling and de-duplication (sample.cu, dedup.cu) ------------------------------
     def sample_rows(self, indptr, indices, data, rows, keys, s, method, weighted):
-        self.host_round_trips += 1
-        h = self.to_host
-        ptr, pos = self._host_backend().sample_rows(h(indptr), h(indices), h(data), h(rows),
-                                                    h(keys), s, method, weighted)
-        return self.from_host(ptr), self.from_host(pos)
+        """Keyed sampling (:mod:`spgnn.backends.base`), bit-identical to the CPU backends. Local.
+
+        ``sample.cu``: counts (a thread per row), prefix sum, fill (a thread
+        per row, per-row scratch sized on the array module).
+        """
+        xp = self._xp
+        code = V.check_sample_method(method)
+
+        def c(v, dt):
+            return xp.ascontiguousarray(xp.asarray(v), dtype=dt)
+
+        indptr, indices = c(indptr, np.int64), c(indices, np.int64)
+        data, rows, keys = c(data, np.float64), c(rows, np.int64), c(keys, np.uint64)
+        nr = int(rows.shape[0])
+        counts = xp.zeros(nr, dtype=np.int64)
+        if nr:
+            self.launch("sample.cu", "sample_counts", *self._ew_grid(nr),
+                        (indptr, data, rows, np.int64(nr), np.int64(s), np.int32(bool(weighted)),
+                         counts))
+        out_indptr = _offsets(xp, counts)
+        pos = xp.empty(int(out_indptr[-1]), dtype=np.int64)
+        if pos.size:
+            # scratch per row: the kept keys (ES, <= s) or the row's weights (ITS)
+            if code == V.SAMPLE_METHOD_CODES["es"]:
+                need = counts
+            elif code == V.SAMPLE_METHOD_CODES["its"]:
+                need = indptr[rows + 1] - indptr[rows]
+            else:
+                need = xp.zeros(nr, dtype=np.int64)
+            scratch_ptr = _offsets(xp, need)
+            self.launch("sample.cu", "sample_fill", *self._ew_grid(nr),
+                        (indptr, indices, data, rows, keys, np.int64(nr), np.int32(code),
+                         np.int32(bool(weighted)), out_indptr, scratch_ptr,
+                         xp.empty(max(int(scratch_ptr[-1]), 1), dtype=np.float64), pos))
+        return out_indptr, pos
 
     def first_appearance(self, a, a_ptr, b, b_ptr, n):
-        self.host_round_trips += 1
-        h = self.to_host
-        res = self._host_backend().first_appearance(h(a), h(a_ptr), h(b), h(b_ptr), n)
-        return tuple(self.from_host(r) for r in res)
+        """Per-minibatch first-appearance columns (:mod:`spgnn.backends.base`), bit-identical. Local.
+
+        Items concatenated minibatch-major on the array module, ``dedup.cu``
+        (a hash table per minibatch, atomic minimum of each vertex's first
+        position), then one prefix sum numbers the first appearances.
+        """
+        xp = self._xp
+
+        def c(v):
+            return xp.ascontiguousarray(xp.asarray(v), dtype=np.int64)
+
+        a, a_ptr, b, b_ptr = c(a), c(a_ptr), c(b), c(b_ptr)
+        na, nb = int(a.shape[0]), int(b.shape[0])
+        mb_a = xp.searchsorted(a_ptr, xp.arange(na, dtype=np.int64), side="right") - 1
+        mb_b = xp.searchsorted(b_ptr, xp.arange(nb, dtype=np.int64), side="right") - 1
+        pa = xp.arange(na, dtype=np.int64) + b_ptr[mb_a]          # a-items of minibatch i,
+        pb = xp.arange(nb, dtype=np.int64) + a_ptr[mb_b + 1]      # then its b-items
+        items = xp.empty(na + nb, dtype=np.int64)
+        mb_of = xp.empty(na + nb, dtype=np.int64)
+        items[pa] = a
+        items[pb] = b
+        mb_of[pa] = mb_a
+        mb_of[pb] = mb_b
+        starts = a_ptr + b_ptr                                    # minibatch i's first item
+        table_ptr = _offsets(xp, 2 * xp.diff(starts))
+        first_of = xp.empty(na + nb, dtype=np.int64)
+        if na + nb:
+            keys = xp.full(int(table_ptr[-1]), _EMPTY, dtype=np.uint64)
+            first = xp.full(int(table_ptr[-1]), _EMPTY, dtype=np.uint64)
+            g = self._ew_grid(na + nb)
+            self.launch("dedup.cu", "dedup_insert", *g,
+                        (items, mb_of, np.int64(na + nb), table_ptr, keys, first))
+            self.launch("dedup.cu", "dedup_first", *g,
+                        (items, mb_of, np.int64(na + nb), table_ptr, keys, first, first_of))
+        is_first = first_of == xp.arange(na + nb, dtype=np.int64)
+        number = _offsets(xp, is_first.astype(np.int64))          # first appearances before
+        col = number[first_of]
+        return col[pa], col[pb], items[is_first], number[starts]
 
     def sort_rows_by_column(self, indptr, indices, data):
-        self.host_round_trips += 1
-        h = self.to_host
-        hi, hd = h(indices), h(data)
-        if hi is not indices:
-            hi, hd = hi.copy(), hd.copy()
-        self._host_backend().sort_rows_by_column(h(indptr), hi, hd)
-        if hi is not indices:           # device arrays: copy the sorted rows back in place
-            indices[...] = self.from_host(hi)
-            data[...] = self.from_host(hd)
+        """Sort each row's ``(indices, data)`` by column in place (``sample.cu``, a thread per row). Local."""
+        xp = self._xp
+        nrows = len(indptr) - 1
+        dt, idt = np.dtype(data.dtype), np.dtype(indices.dtype)
+        if not (dt in (np.float32, np.float64) and idt in (np.int32, np.int64)
+                and indices.flags.c_contiguous and data.flags.c_contiguous):
+            # not the kernel's types or layout: sort copies, write them back
+            ci = xp.ascontiguousarray(indices, dtype=np.int64)
+            cd = xp.ascontiguousarray(data, dtype=np.float64)
+            self.sort_rows_by_column(indptr, ci, cd)
+            indices[...] = ci
+            data[...] = cd
+            return
+        if nrows > 0 and indices.size:
+            self.launch("sample.cu", f"sort_rows_{'i32' if idt == np.int32 else 'i64'}_{_val(dt)}",
+                        *self._ew_grid(nrows),
+                        (xp.ascontiguousarray(xp.asarray(indptr), dtype=np.int64), np.int64(nrows),
+                         indices, data))
 
     # -- element-wise GNN kernels -------------------------------------------------------
     def relu(self, x):

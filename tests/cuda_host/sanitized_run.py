@@ -24,7 +24,55 @@ PLANTS = {
                                 "/* removed */;  // every lane is done")),
     # off-by-one: reads one entry past the row's end (past the array for the last row)
     "off_by_one": ("sddmm.cu", ("e < (long long)indptr[row + 1]", "e <= (long long)indptr[row + 1]")),
+    # SpGEMM's numeric pass: lanes overwrite the chunk's slots while the leaders read them
+    "spgemm_no_syncwarp": ("spgemm.cu", ("__syncwarp();  // every lane is done",
+                                         "/* removed */;  // every lane is done")),
 }
+
+
+def check_ported(be, idt, vdt, tol):
+    """SpGEMM, transpose, column extraction, sampling, de-duplication, row sorting vs scipy/numpy
+    (no numba in a sanitised process: sampling is checked for its defining properties)."""
+    ok = True
+    a, s = build_csr((9, 70), 0.5, 4, index_dtype=idt, value_dtype=vdt, duplicates=True,
+                     unsorted=True)
+    b, t = build_csr((70, 40), 0.3, 5, index_dtype=idt, value_dtype=vdt, duplicates=True)
+    c = be.spgemm(a, b, "plus_times")
+    ok &= np.allclose(scipy.sparse.csr_array((c.data, c.indices, c.indptr), shape=c.shape)
+                      .toarray(), (s @ t).toarray(), rtol=tol, atol=tol)
+    ok &= all(np.all(np.diff(c.indices[c.indptr[i]:c.indptr[i + 1]]) > 0) for i in range(9))
+    at = be.transpose(a)
+    ok &= np.array_equal(scipy.sparse.csr_array((at.data, at.indices, at.indptr), shape=at.shape)
+                         .toarray(), s.toarray().T)
+    cols = [69, 0, 69, 3]
+    e = be.extract_cols(a, cols)
+    ok &= np.array_equal(scipy.sparse.csr_array((e.data, e.indices, e.indptr), shape=e.shape)
+                         .toarray(), s.toarray()[:, cols])
+    w = np.abs(np.asarray(a.data, dtype=np.float64))
+    rows = np.array([0, 8, 0, 4], dtype=np.int64)
+    keys = np.arange(4, dtype=np.uint64) * np.uint64(977)
+    for method, weighted in (("floyd", False), ("es", True), ("its", True)):
+        ptr, pos = be.sample_rows(a.indptr, a.indices, w, rows, keys, 5, method, weighted)
+        for r, i in enumerate(rows):
+            got = pos[ptr[r]:ptr[r + 1]]
+            lo, hi = a.indptr[i], a.indptr[i + 1]
+            ok &= got.size == min(5, int(np.count_nonzero(w[lo:hi] > 0)) if weighted else hi - lo)
+            ok &= bool(np.all(np.diff(got) > 0)) and bool(np.all((got >= lo) & (got < hi)))
+    a_ptr, b_ptr = np.array([0, 4, 4, 9]), np.array([0, 6, 7, 7])
+    xa, xb = np.arange(9) % 5, (np.arange(7) * 3) % 7
+    col_a, col_b, src, col_ptr = be.first_appearance(xa, a_ptr, xb, b_ptr, 7)
+    for i in range(3):
+        items = np.concatenate([xa[a_ptr[i]:a_ptr[i + 1]], xb[b_ptr[i]:b_ptr[i + 1]]])
+        _, first = np.unique(items, return_index=True)
+        ok &= np.array_equal(src[col_ptr[i]:col_ptr[i + 1]], items[np.sort(first)])
+        ok &= np.array_equal(src[np.concatenate([col_a[a_ptr[i]:a_ptr[i + 1]],
+                                                 col_b[b_ptr[i]:b_ptr[i + 1]]])], items)
+    ip = np.array([0, 3, 3, 7], dtype=np.int64)
+    ci = np.array([5, 1, 3, 9, 0, 4, 2], dtype=idt)
+    cd = np.arange(7, dtype=vdt)
+    be.sort_rows_by_column(ip, ci, cd)
+    ok &= np.array_equal(ci, [1, 3, 5, 0, 2, 4, 9]) and np.array_equal(cd, [1, 2, 0, 4, 6, 5, 3])
+    return ok
 
 
 def main(variant, plant=None):
@@ -57,6 +105,7 @@ def main(variant, plant=None):
         ok &= np.allclose(d[kept], x[kept] * 2) and 0 < kept.mean() < 1
         dc = be.dropout_csr(a.indptr, a.indices, a.data, 0.5, np.uint64(5), np.arange(7), 0, 90)
         ok &= dc.shape == a.data.shape
+        ok &= check_ported(be, idt, vdt, tol)
     return 0 if ok else 1
 
 

@@ -83,7 +83,7 @@ def test_elementwise_bit_identical(gpu, reference, dtype):
                                                                *args).tobytes()
 
 
-def test_extract_and_round_trip_operations(gpu, reference):
+def test_extract_rows_and_transpose(gpu, reference):
     a, _ = build_csr((60, 50), 0.1, 5)
     for got, want in ((gpu.transpose(_dev(gpu, a)), reference.transpose(a)),
                       (gpu.extract_rows(_dev(gpu, a), gpu.from_host(np.array([5, 0, 5, 59]))),
