@@ -1,9 +1,10 @@
-"""Run the host-built CUDA kernels inside a sanitizer: ``python sanitized_run.py VARIANT [PLANT]``.
+"""Run the host-built CUDA kernels inside a sanitizer: ``python sanitized_run.py VARIANT [PLANT] [PART]``.
 
 Started by ``test_sanitizers.py`` in its own process with the sanitizer
 runtime in ``LD_PRELOAD`` (numba, OpenMP and MPI are never loaded here:
 numpy/scipy references only).  ``VARIANT`` is ``tsan`` or ``asan``;
-``PLANT`` names a planted bug (``PLANTS``) to prove the sanitizer catches it.
+``PLANT`` names a planted bug (``PLANTS``) to prove the sanitizer catches it
+(``-`` for none); ``PART`` (``PARTS``) limits the run to one group of kernels.
 Exit 0: every result correct and no report; 1: a wrong result; the
 sanitizer's own exit code (66 TSan, 67 ASan) on a report.
 """
@@ -75,7 +76,38 @@ def check_ported(be, idt, vdt, tol):
     return ok
 
 
-def main(variant, plant=None):
+def check_original(be, idt, vdt, tol):
+    """SpMM, SDDMM, row extraction, ReLU and dropout vs numpy/scipy."""
+    ok = True
+    a, s = build_csr((7, 90), 0.6, 1, index_dtype=idt, value_dtype=vdt, duplicates=True)
+    x = build_dense((90, 40), 2, dtype=vdt)
+    ok &= np.allclose(be.spmm(a, x, "plus_times"), s @ x, rtol=tol, atol=tol)
+    xr = build_dense((7, 40), 3, dtype=vdt)
+    got = be.sddmm(a, xr, x, "plus_times").data
+    dense = (xr @ x.T)
+    rows = np.repeat(np.arange(7), np.diff(a.indptr))
+    ok &= np.allclose(got, a.data * dense[rows, a.indices], rtol=tol, atol=tol)
+    e = be.extract_rows(a, [6, 0, 6, 3])
+    ok &= np.array_equal(scipy.sparse.csr_array((e.data, e.indices, e.indptr), shape=e.shape)
+                         .toarray(), s[[6, 0, 6, 3]].toarray())
+    out, mask = be.relu(x)
+    ok &= np.array_equal(out, np.where(x > 0, x, 0)) and np.array_equal(mask, x > 0)
+    ok &= np.array_equal(be.relu_backward(x, mask), np.where(mask, x, 0))
+    d = be.dropout(x, 0.5, np.uint64(5), np.arange(90), 0, 40)
+    kept = d != 0
+    ok &= np.allclose(d[kept], x[kept] * 2) and 0 < kept.mean() < 1
+    dc = be.dropout_csr(a.indptr, a.indices, a.data, 0.5, np.uint64(5), np.arange(7), 0, 90)
+    ok &= dc.shape == a.data.shape
+    return ok
+
+
+#: ``PART`` -> its checks; a planted bug runs the part holding its kernel.
+PARTS = {"original": check_original, "ported": check_ported}
+_PLANT_PART = {"no_syncwarp": "original", "off_by_one": "original",
+               "spgemm_no_syncwarp": "ported"}
+
+
+def main(variant, plant=None, part=None):
     src, change = PLANTS[plant] if plant else (None, None)
 
     def module(source):
@@ -83,31 +115,16 @@ def main(variant, plant=None):
 
     be = CupyBackend(xp=np, sparse=scipy.sparse, module=module, warps=2, ew_block=64,
                      ew_max_blocks=2)
+    parts = [part or _PLANT_PART[plant]] if (part or plant) else list(PARTS)
     ok = True
     for idt, vdt in ((np.int32, np.float32), (np.int64, np.float64)):
         tol = 1e-4 if vdt == np.float32 else 1e-12
-        a, s = build_csr((7, 90), 0.6, 1, index_dtype=idt, value_dtype=vdt, duplicates=True)
-        x = build_dense((90, 40), 2, dtype=vdt)
-        ok &= np.allclose(be.spmm(a, x, "plus_times"), s @ x, rtol=tol, atol=tol)
-        xr = build_dense((7, 40), 3, dtype=vdt)
-        got = be.sddmm(a, xr, x, "plus_times").data
-        dense = (xr @ x.T)
-        rows = np.repeat(np.arange(7), np.diff(a.indptr))
-        ok &= np.allclose(got, a.data * dense[rows, a.indices], rtol=tol, atol=tol)
-        e = be.extract_rows(a, [6, 0, 6, 3])
-        ok &= np.array_equal(scipy.sparse.csr_array((e.data, e.indices, e.indptr), shape=e.shape)
-                             .toarray(), s[[6, 0, 6, 3]].toarray())
-        out, mask = be.relu(x)
-        ok &= np.array_equal(out, np.where(x > 0, x, 0)) and np.array_equal(mask, x > 0)
-        ok &= np.array_equal(be.relu_backward(x, mask), np.where(mask, x, 0))
-        d = be.dropout(x, 0.5, np.uint64(5), np.arange(90), 0, 40)
-        kept = d != 0
-        ok &= np.allclose(d[kept], x[kept] * 2) and 0 < kept.mean() < 1
-        dc = be.dropout_csr(a.indptr, a.indices, a.data, 0.5, np.uint64(5), np.arange(7), 0, 90)
-        ok &= dc.shape == a.data.shape
-        ok &= check_ported(be, idt, vdt, tol)
+        for name in parts:
+            ok &= PARTS[name](be, idt, vdt, tol)
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))
+    # python sanitized_run.py VARIANT [PLANT or "-"] [PART]
+    args = sys.argv[1:] + [None, None]
+    sys.exit(main(args[0], None if args[1] in (None, "-") else args[1], args[2]))

@@ -17,7 +17,7 @@ from spgnn.backends._cuda_host import compiler_missing, sanitizer_env
 DRIVER = Path(__file__).with_name("sanitized_run.py")
 
 
-def _run(variant, plant=None):
+def _run(variant, plant=None, part=None):
     why = compiler_missing()
     if why:
         pytest.skip(why)
@@ -27,13 +27,14 @@ def _run(variant, plant=None):
         pytest.skip(f"no {variant} runtime for g++: {exc}")
     if not Path(env["LD_PRELOAD"]).is_file():
         pytest.skip(f"g++ has no {variant} runtime library ({env['LD_PRELOAD']})")
-    cmd = [sys.executable, str(DRIVER), variant] + ([plant] if plant else [])
+    cmd = [sys.executable, str(DRIVER), variant, plant or "-"] + ([part] if part else [])
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.parametrize("part", ["original", "ported"])
 @pytest.mark.parametrize("variant", ["tsan", "asan"])
-def test_clean_under_sanitizer(variant):
-    res = _run(variant)
+def test_clean_under_sanitizer(variant, part):
+    res = _run(variant, part=part)
     assert res.returncode == 0, res.stderr[-4000:]
 
 
