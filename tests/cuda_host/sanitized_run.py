@@ -24,7 +24,23 @@ PLANTS = {
                                 "/* removed */;  // every lane is done")),
     # off-by-one: reads one entry past the row's end (past the array for the last row)
     "off_by_one": ("sddmm.cu", ("e < (long long)indptr[row + 1]", "e <= (long long)indptr[row + 1]")),
+    # the codec's decode writes one row past its group (past the output for the last group)
+    "quant_off_by_one": ("quant.cu", ("const unsigned b = codes[t];\n        for (long long k = 0; k < nr; ++k)",
+                                      "const unsigned b = codes[t];\n        for (long long k = 0; k <= nr; ++k)")),
 }
+
+
+def codec_ok(be, vdt):
+    """The message codec round trip within its error bounds (nearest S/2, stochastic < S)."""
+    x = build_dense((11, 21), 4, dtype=vdt)
+    segs, ok = [3, 0, 8], True
+    S = (x.max(1).astype(np.float64) - x.min(1)) / 3
+    for rounding, bound in (("nearest", S / 2 * (1 + 1e-4)), ("stochastic", S * (1 + 1e-5))):
+        codes, params = be.quantize_rows(x, segs, 2, rounding, "fp32", np.uint64(3),
+                                         np.arange(11))
+        y = be.dequantize_rows(codes, params, segs, 2, 21, vdt)
+        ok &= bool(np.all(np.abs(y - x) <= bound[:, None] + 1e-6))
+    return ok
 
 
 def main(variant, plant=None):
@@ -57,6 +73,7 @@ def main(variant, plant=None):
         ok &= np.allclose(d[kept], x[kept] * 2) and 0 < kept.mean() < 1
         dc = be.dropout_csr(a.indptr, a.indices, a.data, 0.5, np.uint64(5), np.arange(7), 0, 90)
         ok &= dc.shape == a.data.shape
+        ok &= codec_ok(be, vdt)
     return 0 if ok else 1
 
 

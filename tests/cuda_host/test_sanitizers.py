@@ -47,3 +47,9 @@ def test_asan_catches_off_by_one_read():
     res = _run("asan", "off_by_one")
     assert res.returncode == 67, res.stderr[-4000:]
     assert "heap-buffer-overflow" in res.stderr and "sddmm_rows" in res.stderr
+
+
+def test_asan_catches_codec_write_past_its_group():
+    res = _run("asan", "quant_off_by_one")
+    assert res.returncode == 67, res.stderr[-4000:]
+    assert "heap-buffer-overflow" in res.stderr and "quant_unpack" in res.stderr
