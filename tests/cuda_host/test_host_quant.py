@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from spgnn.errors import DTypeError
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(segs=st.lists(st.integers(0, 9), min_size=1, max_size=4), width=st.integers(0, 37),
        bits=st.sampled_from([8, 4, 2]), seed=st.integers(0, 2**31),
        rounding=st.sampled_from(["stochastic", "nearest"]),
