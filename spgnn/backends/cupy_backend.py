@@ -7,7 +7,8 @@ per row with coalesced row caching), SDDMM (warp per row, shuffle
 reduction), SpGEMM (hash table per output row, symbolic then numeric),
 row and column extraction, ReLU forward/backward, dense and CSR
 counter-based dropout, keyed sampling and per-row sorting, first-appearance
-de-duplication (bit-identical to the Numba kernels).  Transposition is a
+de-duplication and the message codec's encode/decode (``quant.cu``)
+(bit-identical to the Numba kernels).  Transposition is a
 stable sort on the array module (CUB's radix sort in CuPy).  Every launch
 checks its arguments against the entry point's parsed C signature (a wrong
 scalar width raises :class:`~spgnn.errors.DTypeError` instead of shifting
@@ -591,3 +592,95 @@ class CupyBackend(Backend):
                          np.int64(col0), np.int64(ncols), np.uint64(base), np.float64(p),
                          data.dtype.type(1.0 / (1.0 - p)), out))
         return out
+
+    # -- message codec (quant.cu; semantics: spgnn/backends/_quant.py) ------------------
+    def _as_host(self, like, arr):
+        """``arr`` on the host when ``like`` is a host (numpy) array, else as is."""
+        return self.to_host(arr) if isinstance(like, np.ndarray) else arr
+
+    def quantize_rows(self, x, seg_counts, bits, rounding, param_dtype, base, row_keys):
+        """``(codes, params)`` on the device, bit-identical to the Numba codec. Local.
+
+        The outputs live where ``x`` lives: a host ``x`` (what the codec's
+        alltoallv passes) gets host codes, a device ``x`` device codes.
+        Raises DTypeError on a NaN or infinite row (the Numba codec's message).
+        """
+        from . import _quant
+        from ..errors import DTypeError
+
+        xp = self._xp
+        bits = _quant.check_codec(bits, rounding, param_dtype)
+        xd = xp.ascontiguousarray(xp.asarray(x))
+        if xd.dtype not in (np.float32, np.float64):
+            xd = xd.astype(np.float64)
+        if xd.ndim != 2:
+            xd = xd.reshape(xd.shape[0], int(np.prod(xd.shape[1:], dtype=np.int64)))
+        n, width = xd.shape
+        gr, gl = _quant.segment_groups(seg_counts, bits)
+        if int(np.sum(seg_counts)) != n:
+            raise ValueError(f"quantize: segment counts sum to {int(np.sum(seg_counts))}, but x "
+                             f"has {n} rows")
+        keys = np.ascontiguousarray(self.to_host(row_keys), dtype=np.int64)
+        if keys.shape != (n,):
+            raise ValueError(f"quantize: row_keys must have one key per row ({n}), got "
+                             f"{keys.shape}")
+        lo = xp.empty(n, dtype=np.float32)
+        scale = xp.empty(n, dtype=np.float32)
+        bad = xp.zeros(n, dtype=np.int32)
+        codes = xp.empty(gr.size * width, dtype=np.uint8)
+        v = _val(xd.dtype)
+        if n:
+            self.launch("quant.cu", f"quant_params_{v}", (max(1, min(65535, -(-n // self.warps))),),
+                        (32 * self.warps,), (xd, np.int64(n), np.int64(width), np.int32(bits),
+                                             np.int32(param_dtype == "bf16"), lo, scale, bad))
+            nb = np.asarray(self.to_host(bad))
+            if nb.any():
+                g = int(np.searchsorted(gr, int(np.flatnonzero(nb)[0]), side="right")) - 1
+                raise DTypeError(f"quantize: message rows {int(gr[g])}..{int(gr[g] + gl[g]) - 1} "
+                                 f"hold a NaN or an infinity; a row's range (its quantization "
+                                 f"scale) must be finite")
+        if codes.size:
+            g_, b_ = self._ew_grid(codes.size)
+            self.launch("quant.cu", f"quant_pack_{v}", g_, b_,
+                        (xd, lo, scale, self.from_host(gr), self.from_host(gl),
+                         np.int64(gr.size), np.int64(width), np.int32(bits),
+                         np.int32(rounding == "stochastic"), np.uint64(base),
+                         self.from_host(keys), codes))
+        if param_dtype == "bf16":
+            params = xp.stack([lo.view(np.uint32) >> 16, scale.view(np.uint32) >> 16],
+                              axis=1).astype(np.uint16)
+        else:
+            params = xp.stack([lo, scale], axis=1)
+        return self._as_host(x, codes), self._as_host(x, params)
+
+    def dequantize_rows(self, codes, params, seg_counts, bits, width, dtype=np.float32):
+        """The rows :meth:`quantize_rows` coded, decoded on the device. Local.
+
+        The output lives where ``codes`` lives (host codes from the wire give
+        a host array, as the base contract says).
+        """
+        from . import _quant
+
+        xp = self._xp
+        bits = int(bits)
+        gr, gl = _quant.segment_groups(seg_counts, bits)
+        n, width = int(np.sum(seg_counts)), int(width)
+        if codes.size != gr.size * width:
+            raise ValueError(f"dequantize: expected {gr.size * width} code bytes, got "
+                             f"{codes.size}")
+        p = xp.asarray(params).reshape(-1, 2)
+        if p.dtype == np.uint16:
+            f = (p.astype(np.uint32) << 16).view(np.float32)
+        else:
+            f = p.astype(np.float32)
+        lo, scale = xp.ascontiguousarray(f[:, 0]), xp.ascontiguousarray(f[:, 1])
+        dt = np.dtype(dtype)
+        out = xp.empty((n, width), dtype=dt if dt in (np.float32, np.float64) else np.float64)
+        if codes.size:
+            g_, b_ = self._ew_grid(codes.size)
+            self.launch("quant.cu", f"quant_unpack_{_val(out.dtype)}", g_, b_,
+                        (xp.ascontiguousarray(xp.asarray(codes), dtype=np.uint8), lo, scale,
+                         self.from_host(gr), self.from_host(gl), np.int64(gr.size),
+                         np.int64(width), np.int32(bits), out))
+        out = out.astype(dt, copy=False)
+        return self._as_host(codes, out)

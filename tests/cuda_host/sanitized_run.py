@@ -28,7 +28,23 @@ PLANTS = {
     # SpGEMM's numeric pass: lanes overwrite the chunk's slots while the leaders read them
     "spgemm_no_syncwarp": ("spgemm.cu", ("__syncwarp();  // every lane is done",
                                          "/* removed */;  // every lane is done")),
+    # the codec's decode writes one row past its group (past the output for the last group)
+    "quant_off_by_one": ("quant.cu", ("const unsigned b = codes[t];\n        for (long long k = 0; k < nr; ++k)",
+                                      "const unsigned b = codes[t];\n        for (long long k = 0; k <= nr; ++k)")),
 }
+
+
+def codec_ok(be, vdt):
+    """The message codec round trip within its error bounds (nearest S/2, stochastic < S)."""
+    x = build_dense((11, 21), 4, dtype=vdt)
+    segs, ok = [3, 0, 8], True
+    S = (x.max(1).astype(np.float64) - x.min(1)) / 3
+    for rounding, bound in (("nearest", S / 2 * (1 + 1e-4)), ("stochastic", S * (1 + 1e-5))):
+        codes, params = be.quantize_rows(x, segs, 2, rounding, "fp32", np.uint64(3),
+                                         np.arange(11))
+        y = be.dequantize_rows(codes, params, segs, 2, 21, vdt)
+        ok &= bool(np.all(np.abs(y - x) <= bound[:, None] + 1e-6))
+    return ok
 
 
 def check_ported(be, idt, vdt, tol):
@@ -77,7 +93,7 @@ def check_ported(be, idt, vdt, tol):
 
 
 def check_original(be, idt, vdt, tol):
-    """SpMM, SDDMM, row extraction, ReLU and dropout vs numpy/scipy."""
+    """SpMM, SDDMM, row extraction, ReLU, dropout and the codec vs numpy/scipy."""
     ok = True
     a, s = build_csr((7, 90), 0.6, 1, index_dtype=idt, value_dtype=vdt, duplicates=True)
     x = build_dense((90, 40), 2, dtype=vdt)
@@ -98,13 +114,14 @@ def check_original(be, idt, vdt, tol):
     ok &= np.allclose(d[kept], x[kept] * 2) and 0 < kept.mean() < 1
     dc = be.dropout_csr(a.indptr, a.indices, a.data, 0.5, np.uint64(5), np.arange(7), 0, 90)
     ok &= dc.shape == a.data.shape
+    ok &= codec_ok(be, vdt)
     return ok
 
 
 #: ``PART`` -> its checks; a planted bug runs the part holding its kernel.
 PARTS = {"original": check_original, "ported": check_ported}
 _PLANT_PART = {"no_syncwarp": "original", "off_by_one": "original",
-               "spgemm_no_syncwarp": "ported"}
+               "spgemm_no_syncwarp": "ported", "quant_off_by_one": "original"}
 
 
 def main(variant, plant=None, part=None):

@@ -54,3 +54,9 @@ def test_tsan_catches_missing_syncwarp_in_spgemm():
     res = _run("tsan", "spgemm_no_syncwarp")
     assert res.returncode == 66, res.stderr[-4000:]
     assert "ThreadSanitizer: data race" in res.stderr and "spgemm_fill_rows" in res.stderr
+
+
+def test_asan_catches_codec_write_past_its_group():
+    res = _run("asan", "quant_off_by_one")
+    assert res.returncode == 67, res.stderr[-4000:]
+    assert "heap-buffer-overflow" in res.stderr and "quant_unpack" in res.stderr
