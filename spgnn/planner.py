@@ -24,7 +24,8 @@ from .grid import AXES_3D, AbstractGrid, roles_for_layer, shapes_3d
 from .layout import block_bounds, block_offsets
 
 __all__ = ["PlannedEvent", "SpmmPlan", "plan_spmm", "PLANNERS", "pair_rows", "best_grid_3d",
-           "comm_terms_3d", "comm_volume_3d", "plan_mxm", "MXM_PLANNERS"]
+           "comm_terms_3d", "comm_volume_3d", "plan_mxm", "MXM_PLANNERS", "nnz_per_rank_3d",
+           "nnz_imbalance_3d"]
 
 
 @dataclass
@@ -515,3 +516,47 @@ def comm_volume_3d(N, dims, grid_shape, *, axes=AXES_3D, itemsize=None, **option
         out = {a: v * int(itemsize) for a, v in out.items()}
     out["total"] = sum(out.values(), Fraction(0))
     return out
+
+
+def nnz_per_rank_3d(a, grid_shape, layers, *, permutation=None, axes=AXES_3D):
+    """Stored entries of every rank's Â shard, per layer, in 3D training. Pure.
+
+    Returns an int array ``(layers, X·Y·Z)``: row ``l`` holds, for every
+    grid position, the nnz of the ``(d, o)`` block (even splits) of the
+    matrix layer ``l`` multiplies by, with roles ``roles_for_layer(l)``.
+    ``permutation`` is a :class:`~spgnn.partition.DoublePermutation`
+    (``permute="double"`` in :class:`~spgnn.gnn.DistGraph`): layer ``l``
+    uses ``P_r Â P_cᵀ`` when ``l`` is even, ``P_c Â P_rᵀ`` when odd;
+    ``None``: Â as given (``permute="none"``).  Entries are ordered by
+    grid position ``(x, y, z)`` (C order), which is not the world rank
+    order; max/mean does not care.
+    """
+    a = sp.csr_array(a)
+    n = a.shape[0]
+    g = dict(zip(axes, (int(v) for v in grid_shape)))
+    variants = [a] if permutation is None else list(permutation.matrices(a))
+    out = np.zeros((int(layers), int(np.prod(grid_shape))), dtype=np.int64)
+    cache = {}
+    for layer in range(int(layers)):
+        o, i, d = roles_for_layer(layer, axes)
+        v = layer % len(variants)
+        key = (v, g[d], g[o])
+        if key not in cache:
+            m = sp.coo_array(variants[v])
+            bi = np.searchsorted(block_offsets(n, g[d]), m.row, side="right") - 1
+            bj = np.searchsorted(block_offsets(n, g[o]), m.col, side="right") - 1
+            cache[key] = np.bincount(bi * g[o] + bj, minlength=g[d] * g[o]).reshape(g[d], g[o])
+        z = cache[key]
+        # rank at grid position (x, y, z) holds block (its d coordinate, its o coordinate)
+        pos = np.indices(tuple(g[ax] for ax in axes)).reshape(3, -1)
+        coord = dict(zip(axes, pos))
+        out[layer] = z[coord[d], coord[o]]
+    return out
+
+
+def nnz_imbalance_3d(a, grid_shape, layers, **options):
+    """Max over layers of ``max / mean`` nnz per rank (:func:`nnz_per_rank_3d`); 1.0 is even. Pure."""
+    z = nnz_per_rank_3d(a, grid_shape, layers, **options)
+    mean = z.mean(axis=1)
+    ratio = np.where(mean > 0, z.max(axis=1) / np.where(mean > 0, mean, 1), 1.0)
+    return float(ratio.max(initial=1.0))

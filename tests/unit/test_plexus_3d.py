@@ -140,3 +140,38 @@ def test_row_chunks_cover_the_block():
         assert sum(r1 - r0 for r0, r1, _ in chunks) == 11
         stacked = sp.vstack([c.to_scipy() for _, _, c in chunks])
         np.testing.assert_array_equal(stacked.toarray(), m.toarray())
+
+
+@pytest.mark.parametrize("permute", ["none", "double"])
+def test_planned_nnz_per_rank_equals_the_trained_shards(permute):
+    """nnz_per_rank_3d (the planner) against every rank's real shard, layer by layer."""
+    from spgnn.partition import double_permutation
+    from spgnn.planner import nnz_per_rank_3d
+    from spgnn.io.preprocess import normalized_adjacency
+
+    g = _graph(n=37)
+    grid = (2, 1, 3)
+
+    def body(comm):
+        dg = DistGraph.from_graph(g if comm.rank == 0 else None, comm, algorithm="3d",
+                                  grid=grid, dtype=np.float64, permute=permute, seed=4)
+        model = GCN(dg.num_features, 5, dg.num_classes, layers=4, dropout=0.0, seed=3,
+                    order="aggregate-first")
+        Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.05)).train_epoch()
+        pos = tuple(dg.grid.coords_of(comm.rank))
+        # the shards each hop multiplied by, in hop order (cache keys carry the variant)
+        shards = {k[1:]: m.local.nnz for k, m in dg._adj_cache.items() if k[0] == "A"}
+        return pos, shards
+
+    got = run_loopback(6, body, timeout=120)
+    ahat = normalized_adjacency(g.adj, np.float64)
+    perm = double_permutation(ahat, 4) if permute == "double" else None
+    want = nnz_per_rank_3d(ahat, grid, 4, permutation=perm)
+    from spgnn.grid import roles_for_layer
+
+    for pos, shards in got:
+        k = np.ravel_multi_index(pos, grid)
+        for layer in range(4):
+            o, _, d = roles_for_layer(layer)
+            v = layer % 2 if permute == "double" else 0
+            assert shards[(d, o, v)] == want[layer, k]
