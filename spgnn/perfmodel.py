@@ -56,7 +56,7 @@ __all__ = ["Calibration", "DEFAULT_CALIBRATION", "Step", "Prediction", "kind_of"
            "fit_spmm", "fit_gemm", "fit_comm", "spmm_features", "gemm_features",
            "local_work", "predict_epoch", "candidate_configs", "rank_configs",
            "default_calibration_path", "load_calibration", "FORMAT", "FORMATS",
-           "axis_groups"]
+           "axis_groups", "predict_spmm", "rank_spmm_configs"]
 
 #: ``format`` field of a calibration file (written).  Version 2 added
 #: ``comm_inter`` and ``ranks_per_node``; version 1 files still load.
@@ -661,5 +661,59 @@ def rank_configs(a, ranks, dims, cal=DEFAULT_CALIBRATION, *, configs=None, offse
         ap, off = offsets_for(blocks) if offsets_for else (a, None)
         preds.append(predict_epoch(ap, algo, ranks, dims, cal, offsets=off, replication=c,
                                    itemsize=itemsize))
+    order = sorted(range(len(preds)), key=lambda k: (preds[k].seconds, k))
+    return [preds[k] for k in order]
+
+
+def predict_spmm(a, algorithm, ranks, feat, cal=DEFAULT_CALIBRATION, *, offsets=None,
+                 replication=1, grid=None, itemsize=4):
+    """The :class:`Prediction` of one ``Y = A X`` (X ``n × feat``), as ``spgnn spmm`` runs it. Pure.
+
+    Its steps: the planner's exact events of one multiply (setup excluded;
+    3d: layer 0's roles with X row-sharded over z, :func:`plan_spmm`) and
+    the slowest rank's local SpMM.
+    """
+    ranks, feat = int(ranks), int(feat)
+    c = int(replication) if algorithm.startswith("15d") else 1
+    extra = {}
+    if algorithm == "3d":
+        if grid is None or len(grid) != 3 or int(np.prod(grid)) != ranks:
+            raise GridError(f"predict_spmm: 3d needs grid=(X, Y, Z) with product {ranks}, but "
+                            f"got {grid}")
+        grid = tuple(int(v) for v in grid)
+        extra = {"grid": grid, "shard_input": True}
+        shape, names = grid, AXES_3D
+        rows, nnz = local_work(a, "3d", ranks, grid=grid, layer=0)
+        width = math.ceil(feat / grid[1])                      # X's columns split over y
+    else:
+        if c < 1 or ranks % c:
+            raise GridError(f"predict_spmm: replication c={c} must divide ranks={ranks}")
+        if c > 1:
+            extra = {"replication": c}
+        shape, names = ((ranks // c, c), ("row", "layer")) if c > 1 else ((ranks,), ("row",))
+        rows, nnz = local_work(a, algorithm, ranks, offsets=offsets, replication=c)
+        width = feat
+    plan = plan_spmm(a, algorithm, ranks, feat, offsets=offsets, itemsize=itemsize, **extra)
+    steps = _comm_steps(plan, cal, 0, "forward", shape, names)
+    t = max((cal.spmm_seconds(int(r), int(z), width) for r, z in zip(rows, nnz)), default=0.0)
+    steps.append(Step(0, "forward", "spmm", "compute", t))
+    return Prediction(algorithm, ranks, c, grid if algorithm == "3d" else None, steps)
+
+
+def rank_spmm_configs(a, ranks, feat, cal=DEFAULT_CALIBRATION, *, configs=None,
+                      offsets_for=None, itemsize=4):
+    """Every candidate's :func:`predict_spmm`, fastest first (ties: the order of ``configs``). Pure.
+
+    ``configs`` and ``offsets_for`` as in :func:`rank_configs`.
+    """
+    configs = candidate_configs(ranks) if configs is None else configs
+    preds = []
+    for algo, c, grid in configs:
+        if algo == "3d":
+            preds.append(predict_spmm(a, "3d", ranks, feat, cal, grid=grid, itemsize=itemsize))
+            continue
+        ap, off = offsets_for(ranks // c) if offsets_for else (a, None)
+        preds.append(predict_spmm(ap, algo, ranks, feat, cal, offsets=off, replication=c,
+                                  itemsize=itemsize))
     order = sorted(range(len(preds)), key=lambda k: (preds[k].seconds, k))
     return [preds[k] for k in order]

@@ -66,6 +66,7 @@ from ..io.synthetic import (FEATURE_SPECS, LABEL_SPECS, check_feature_spec, chec
                             with_synthetic)
 from ..partition import PARTITIONERS
 from . import hec_options
+from .spmm import replication_arg
 from ..sampling import GraphSAGESampler, LADIESSampler
 
 DTYPES = ("float32", "float64")
@@ -94,8 +95,9 @@ def add_parser(sub):
                    help="auto (default): the configuration the performance model predicts "
                         "fastest, with its --replication or --grid (spgnn.cli.auto)")
     p.add_argument("--partition", default="none", choices=tuple(PARTITIONERS))
-    p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms and "
-                                                              "partitioned sampling (default 2)")
+    p.add_argument("--replication", type=replication_arg, default=2,
+                   help="c for 15d algorithms and partitioned sampling (default 2); auto with "
+                        "--algo 15d/15d-aware: the c the performance model ranks first")
     p.add_argument("--grid", default=None, help="XxYxZ for 3d (with --algo auto: use 3d on "
                                                 "this grid; default for 3d: the most cubic)")
     p.add_argument("--permute", default="none", choices=("none", "double"),
@@ -286,7 +288,14 @@ def check_args(args, p):
             raise ValueError(f"train: --model {args.model} trains with --algo "
                              f"{' or '.join(spec.algorithms)} (or auto), not "
                              f"{'--grid' if args.grid is not None else '--permute/--agg-blocks' if _wants_3d(args) else args.algo}")
-        if args.algo in ("15d", "15d-aware") and (args.replication < 1 or p % args.replication):
+        if args.replication == "auto" and args.algo not in ("15d", "15d-aware", "auto"):
+            raise ValueError(f"train: --replication auto applies to --algo 15d, 15d-aware or "
+                             f"auto, not {args.algo}")
+        if args.replication == "auto" and (_wants_3d(args) or args.grid is not None):
+            raise ValueError("train: --replication auto chooses a 1.5D c; --grid, --permute "
+                             "and --agg-blocks choose 3d")
+        if (args.algo in ("15d", "15d-aware") and args.replication != "auto"
+                and (args.replication < 1 or p % args.replication)):
             raise ValueError(f"train: --replication must divide the {p} ranks, but got "
                              f"{args.replication}")
         if args.grid is not None and args.algo not in ("3d", "auto"):
@@ -300,6 +309,8 @@ def check_args(args, p):
             parse_grid(args.grid, p, ndim=3, what="train: --grid")
         return
     _parse_fanout(args.fanout)
+    if args.replication == "auto":
+        raise ValueError("train: --replication auto applies to full-graph models only")
     if args.batch_size < 1 or args.bulk < 1:
         raise ValueError(f"train: --batch-size and --bulk must be >= 1, but got "
                          f"{args.batch_size} and {args.bulk}")
@@ -372,7 +383,7 @@ def _options(args):
 
 
 def _build_full_graph(comm, args, graph, spec):
-    if args.algo == "auto":
+    if args.algo == "auto" or args.replication == "auto":
         _choose_auto(comm, args, graph)
     kw = {}
     if args.algo == "3d" and args.grid:
@@ -410,9 +421,10 @@ def _choose_auto(comm, args, graph):
     algo, c, grid, top = choose(comm, graph, dims, partition=args.partition, seed=args.seed,
                                 grid=args.grid,
                                 algorithms=("3d",) if _wants_3d(args)
+                                else (args.algo,) if args.algo.startswith("15d")
                                 else MODELS[args.model].algorithms)
     args.algo, args.auto_choice = algo, top
-    if algo.startswith("15d"):
+    if algo.startswith("15d") or args.replication == "auto":
         args.replication = c
     if grid is not None:
         args.grid = "x".join(map(str, grid))
@@ -638,6 +650,8 @@ def _run(comm, args, spec, cfg, trainer, algorithm, name, selection, ckpt_dir, t
                     "rounding": args.rounding, "label_prop": args.label_prop})
         if algorithm == "3d":
             out.update({"permute": args.permute, "agg_blocks": args.agg_blocks})
+        if algorithm.startswith("15d"):
+            out["replication"] = args.replication
         out.update({"partition": args.partition, "hidden": args.hidden, "layers": args.layers,
                     "dtype": args.dtype,
                     "sparse_features": type(g.features).__name__ == "SparseBackedMatrix"})
