@@ -175,3 +175,38 @@ def test_planned_nnz_per_rank_equals_the_trained_shards(permute):
             o, _, d = roles_for_layer(layer)
             v = layer % 2 if permute == "double" else 0
             assert shards[(d, o, v)] == want[layer, k]
+
+
+@pytest.mark.parametrize("grid,f,hidden,layers,bias,order", [
+    ((2, 2, 2), 8, 8, 3, True, "auto"),            # sharded weights, biases
+    ((2, 1, 4), 7, 5, 3, False, "auto"),           # transform-first layer, replicated W
+    ((1, 2, 4), 16, 8, 4, False, "transform-first"),
+    ((2, 2, 2), 6, 12, 2, False, "aggregate-first"),
+])
+def test_planned_3d_epoch_equals_the_ledger(grid, f, hidden, layers, bias, order):
+    """plan_gcn_3d: every rank's events (op, label, axis, bytes, messages), in order, at P = 8."""
+    from spgnn.planner import plan_gcn_3d
+
+    n = 37
+    adj, x, y = sbm(n, 3, avg_degree=4, num_features=f, seed=0)
+    g = Graph(adj=adj, features=x, labels=y).random_split(0.5, 0.2, seed=0)
+
+    def body(comm):
+        dg = DistGraph.from_graph(g if comm.rank == 0 else None, comm, algorithm="3d",
+                                  grid=grid, dtype=np.float32)
+        model = GCN(dg.num_features, hidden, dg.num_classes, layers=layers, dropout=0.5,
+                    seed=1, bias=bias, order=order)
+        tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.05))
+        tr.train_epoch()                                   # setup (redistributions) first
+        with comm.ledger.scope("epoch") as st:
+            tr.train_epoch()
+        return [(e.op, e.label, tuple(e.axis), e.bytes_sent, e.bytes_recv, e.messages)
+                for e in st.events if not e.label.startswith("gnn-loss") and e.label != "epoch"]
+
+    got = run_loopback(8, body, timeout=120)
+    dims = [f] + [hidden] * (layers - 1) + [3]
+    plan = plan_gcn_3d(n, dims, grid, bias=bias, order=order)
+    for rank, events in enumerate(got):
+        want = [(e.op, e.label, e.axis, int(e.sent[rank]), int(e.recv[rank]),
+                 int(e.messages[rank])) for _, _, e in plan]
+        assert events == want, f"rank {rank}"
