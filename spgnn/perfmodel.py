@@ -23,7 +23,10 @@ communication (α–β per collective kind)
     of sent and received) the ledger's byte model for the slowest rank
     (:mod:`spgnn.comm.stats`): the 1D and 1.5D SpMMs are the planner's exact
     events (:func:`spgnn.planner.plan_spmm`, tested equal to the ledger);
-    3D is Plexus's closed form (:func:`spgnn.planner.comm_terms_3d`).
+    3D is spgnn's own 3D GCN epoch (:func:`spgnn.planner.plan_gcn_3d`, also
+    tested equal to the ledger; Plexus's closed form over-counted it ~3x).
+    With a rank-to-node mapping, groups spanning nodes use the inter-node
+    α–β (:meth:`Calibration.comm_seconds`).
 
 The epoch of a GCN layer ``l`` (``D → D'``, ``GCNConv(order="auto")``:
 transform first when ``D' < D``, so the SpMM width is ``min(D, D')``)::
@@ -50,7 +53,7 @@ from .comm.stats import allreduce_messages, model_allreduce
 from .errors import CalibrationError, GridError
 from .grid import AXES_3D, roles_for_layer, shapes_3d
 from .layout import block_offsets
-from .planner import comm_terms_3d, plan_spmm
+from .planner import gcn_3d_layers, plan_gcn_3d, plan_spmm
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "Step", "Prediction", "kind_of", "fit_nonneg",
            "fit_spmm", "fit_gemm", "fit_comm", "spmm_features", "gemm_features",
@@ -572,32 +575,46 @@ def _predict_rowwise(a, algorithm, ranks, dims, cal, offsets, c, itemsize):
 
 
 def _predict_3d(a, ranks, dims, cal, grid, itemsize):
-    """3D: Plexus's closed-form steps (comm_terms_3d) and the local kernels of every layer."""
+    """3D: spgnn's exact epoch events (:func:`plan_gcn_3d`) and the local kernels of every layer.
+
+    The kernels follow the same layouts (:func:`gcn_3d_layers`): the SpMM
+    on Â's ``(d, o)`` block (even splits) at width ``width / G_i``, forward
+    and, except on a first layer that aggregates first, backward (the
+    transposed block); the GEMMs on ``(n/G_r) × (D/G_c) × (D'/G_t)``.
+    """
     g = dict(zip(AXES_3D, grid))
     n = a.shape[0]
     steps = []
-    terms = comm_terms_3d(n, dims, grid, shard_input=False)    # DistGraph.from_graph default
-    for layer, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
-        o, i, d = roles_for_layer(layer)
-        rows, nnz = local_work(a, "3d", ranks, grid=grid, layer=layer)
-        n_r, w_i, w_o = math.ceil(n / g[d]), math.ceil(d_in / g[i]), math.ceil(d_out / g[o])
-        spmm_t = max(cal.spmm_seconds(int(r), int(z), w_i) for r, z in zip(rows, nnz))
-        for phase in ("forward", "backward"):
-            for (lay, ph, name, axis, elements) in terms:
-                if lay != layer or ph != phase:
-                    continue
-                p_axis = g[axis]
-                op = name.split()[0]
-                nbytes = math.ceil(elements) * itemsize
-                msgs = (allreduce_messages(p_axis) if op == "allreduce"
-                        else (p_axis - 1)) if nbytes else 0
-                t = cal.comm_seconds(op, msgs, nbytes, axis_groups(grid, AXES_3D, (axis,)))
-                steps.append(Step(layer, phase, name, op, float(np.max(t)), nbytes, msgs))
-            steps.append(Step(layer, phase, "spmm", "compute", spmm_t))
-            steps.append(Step(layer, phase, "H W" if phase == "forward" else "dX", "compute",
-                              cal.gemm_seconds(n_r, w_i, w_o, itemsize)))
+    events = plan_gcn_3d(n, dims, grid, itemsize=itemsize)
+    comm = {}
+    for layer, phase, e in events:
+        b = np.maximum(e.sent, e.recv)
+        t = np.asarray(cal.comm_seconds(e.op, e.messages, b, axis_groups(grid, AXES_3D, e.axis)),
+                       dtype=np.float64)
+        comm.setdefault((layer, phase), []).append(
+            Step(layer, phase, e.label, e.op, float(t.max(initial=0.0)), int(b.max(initial=0)),
+                 int(e.messages.max(initial=0)), b, e.messages))
+    for layer, info in enumerate(gcn_3d_layers(dims)):
+        d_in, d_out = dims[layer], dims[layer + 1]
+        o, i, d = info["prop"]
+        r, c, t = info["mm"]
+        z = _block_nnz(a, block_offsets(n, g[d]), block_offsets(n, g[o])).ravel()
+        rows_d, rows_o = math.ceil(n / g[d]), math.ceil(n / g[o])
+        width = math.ceil(info["width"] / g[i])
+        spmm_f = max(cal.spmm_seconds(rows_d, int(v), width) for v in z)
+        spmm_b = max(cal.spmm_seconds(rows_o, int(v), width) for v in z)
+        m, k, nn = math.ceil(n / g[r]), math.ceil(d_in / g[c]), math.ceil(d_out / g[t])
+        steps += comm.get((layer, "forward"), [])
+        steps += [Step(layer, "forward", "spmm", "compute", spmm_f),
+                  Step(layer, "forward", "H W", "compute", cal.gemm_seconds(m, k, nn, itemsize))]
+        steps += comm.get((layer, "backward"), [])
         steps.append(Step(layer, "backward", "dW", "compute",
-                          cal.gemm_seconds(w_i, n_r, w_o, itemsize)))
+                          cal.gemm_seconds(k, m, nn, itemsize)))
+        if layer > 0:
+            steps.append(Step(layer, "backward", "dX", "compute",
+                              cal.gemm_seconds(m, nn, k, itemsize)))
+        if layer > 0 or info["first"]:
+            steps.append(Step(layer, "backward", "spmm-t", "compute", spmm_b))
     return steps
 
 

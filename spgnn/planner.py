@@ -25,7 +25,7 @@ from .layout import block_bounds, block_offsets
 
 __all__ = ["PlannedEvent", "SpmmPlan", "plan_spmm", "PLANNERS", "pair_rows", "best_grid_3d",
            "comm_terms_3d", "comm_volume_3d", "plan_mxm", "MXM_PLANNERS", "nnz_per_rank_3d",
-           "nnz_imbalance_3d", "plan_gcn_3d"]
+           "nnz_imbalance_3d", "plan_gcn_3d", "gcn_3d_layers"]
 
 
 @dataclass
@@ -560,6 +560,36 @@ def nnz_imbalance_3d(a, grid_shape, layers, **options):
     mean = z.mean(axis=1)
     ratio = np.where(mean > 0, z.max(axis=1) / np.where(mean > 0, mean, 1), 1.0)
     return float(ratio.max(initial=1.0))
+
+
+def gcn_3d_layers(dims, order="auto", axes=AXES_3D):
+    """The axes each layer of spgnn's 3D GCN uses, following the layouts. Pure.
+
+    Returns one dict per layer: ``first`` (transform first), ``prop`` (the
+    aggregation's roles ``(o, i, d)``: Â's ``(d, o)`` block), ``mm`` (the
+    product's ``(r, c, t)``: H ``Layout(r, c)``, W ``(c, t)``) and
+    ``width`` (the aggregated columns).  With every layer aggregating first
+    the roles are Plexus's rotation (:func:`~spgnn.grid.roles_for_layer`);
+    a transform-first layer moves the rotation on by two.
+    """
+    def third(a, b):
+        return next(x for x in axes if x not in (a, b))
+
+    state, out = (axes[0], axes[1]), []
+    for d_in, d_out in zip(dims[:-1], dims[1:]):
+        first = (order == "transform-first") or (order == "auto" and d_out < d_in)
+        if first:
+            mm = (state[0], state[1], third(*state))
+            z = (mm[0], mm[2])
+            prop = (z[0], z[1], third(*z))
+            state, width = (prop[2], prop[1]), d_out
+        else:
+            prop = (state[0], state[1], third(*state))
+            h = (prop[2], prop[1])
+            mm = (h[0], h[1], third(*h))
+            state, width = (mm[0], mm[2]), d_in
+        out.append({"first": first, "prop": prop, "mm": mm, "width": width})
+    return out
 
 
 def plan_gcn_3d(n, dims, grid_shape, *, itemsize=4, shard_weights=True, bias=False,
