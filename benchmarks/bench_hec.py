@@ -20,12 +20,17 @@ Three jobs:
   from JSON-lines files, running nothing.
 
     python benchmarks/bench_hec.py --graphs cora citeseer --ranks 4 8 --seeds 0 1 2 \
-        --epochs 30 --batch-size 16 --push-caps 2000 rule --out docs/results/hec/small.jsonl
-    python benchmarks/bench_hec.py --sweep --graphs citeseer --ranks 4 --seeds 0 1 2 \
-        --epochs 30 --batch-size 8 --base-cap 8 --out docs/results/hec/sweep.jsonl
-    python benchmarks/bench_hec.py --report docs/results/hec/small.jsonl
-    python benchmarks/bench_hec.py --plot-sweep docs/results/hec/sweep.jsonl \
+        --epochs 30 --batch-size 8 --push-caps 2000 rule --out docs/results/hec/small.jsonl
+    python benchmarks/bench_hec.py --graphs musae_facebook --ranks 8 4 --seeds 0 1 2 \
+        --epochs 3 --batch-size 512 --push-caps 2000 rule --out docs/results/hec/musae.jsonl
+    python benchmarks/bench_hec.py --sweep --graphs citeseer --split 0.6:0.2 --ranks 4 \
+        --seeds 0 --epochs 5 --batch-size 64 --base-cap 32 \
+        --out docs/results/hec/sweep_citeseer_split_p4.jsonl
+    python benchmarks/bench_hec.py --report docs/results/hec/small.jsonl docs/results/hec/musae.jsonl
+    python benchmarks/bench_hec.py --plot-sweep docs/results/hec/sweep_citeseer_split_p4.jsonl \
         --figure docs/figures/hec_sweep.png
+
+The commands and results are in docs/hec.md ("Results").
 """
 
 import argparse
