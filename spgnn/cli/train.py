@@ -364,7 +364,8 @@ def _build_full_graph(comm, args, graph, spec):
     dg = DistGraph.from_graph(graph, comm, algorithm=args.algo, partition=args.partition,
                               replication=args.replication, backend=args.backend,
                               seed=args.seed, dtype=np.dtype(args.dtype),
-                              normalize_features=not args.feature_dim, **kw)
+                              normalize_features=not args.feature_dim,
+                              aggregation=spec.adjacency, **kw)
     configure_exchange(dg, args.aggregation, args.quantize, args.rounding, seed=args.seed)
     lp = LabelPropagation(dg, args.label_prop, args.seed).attach() if args.label_prop else None
     model = spec.build(dg.num_features, dg.num_classes, _options(args))
