@@ -217,9 +217,18 @@ def test_bytes_by_label_exact(p, aggregation, quantize, label_prop):
 
 
 def test_quantized_training_learns():
-    """int2 + hybrid, forward and gradient messages coded: losses stay near fp32's."""
+    """int2 + hybrid, forward and gradient messages coded: losses stay near fp32's; evaluation
+    exchanges fp32 rows."""
+    def quantized(c):
+        recs, tr = train_sage_full(c, G, "hybrid", "int2", epochs=5)
+        with c.track("eval") as st:
+            tr.evaluate()
+        return recs, set(st.by_label())
+
     ref = run_loopback(3, lambda c: train_sage_full(c, G, "hybrid", epochs=5)[0])[0]
-    got = run_loopback(3, lambda c: train_sage_full(c, G, "hybrid", "int2", epochs=5)[0])[0]
+    got, eval_labels = run_loopback(3, quantized)[0]
+    assert any(k.endswith("spmm-1d-hybrid:exchange") for k in eval_labels), eval_labels
+    assert not any(k.endswith((":data", ":params")) for k in eval_labels), eval_labels
     np.testing.assert_allclose([r["loss"] for r in got], [r["loss"] for r in ref], rtol=0.1)
     assert got[-1]["loss"] < got[0]["loss"]
     assert "spmm-1d-hybrid:exchange" not in got[-1]["bytes_by_label"]   # no fp32 rows in training
