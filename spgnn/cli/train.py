@@ -2,8 +2,9 @@
 
 A thin driver over :mod:`spgnn.gnn`: ``--model`` names an entry of
 :data:`spgnn.gnn.MODELS` (``gcn``: full-graph GCN on ``--algo``; ``sage``:
-GraphSAGE on sampled minibatches, docs/sage_training.md), and every model
-runs through the same steps:
+GraphSAGE on sampled minibatches, docs/sage_training.md; ``sage-full``:
+paper 004's full-batch GraphSAGE-mean + LayerNorm, docs/communication.md;
+``gat``), and every model runs through the same steps:
 
 1. rank 0 loads the graph (a dataset name such as ``cora``, downloaded into
    the cache on first use, any file :func:`spgnn.io.load_graph` reads, or a
