@@ -87,13 +87,18 @@ class CupyBackend(Backend):
 
     @classmethod
     def host_emulated(cls, **kw):
-        """The backend on numpy + scipy + the g++ host build of the kernels (tests, no GPU)."""
+        """The backend on numpy + scipy + the g++ host build of the kernels (tests, no GPU).
+
+        ``xp=spgnn.testing.fake_device.fake_cupy`` makes its arrays pose as
+        device arrays, so the distributed paths (communicator staging,
+        CUDA-aware buffers) run as they would with CuPy.
+        """
         import scipy.sparse
 
         from ._cuda_host import HostModule
 
-        kw = {"warps": 1, "ew_block": 32, "ew_max_blocks": 4, **kw}
-        return cls(xp=np, sparse=scipy.sparse, module=HostModule, **kw)
+        kw = {"xp": np, "warps": 1, "ew_block": 32, "ew_max_blocks": 4, **kw}
+        return cls(sparse=scipy.sparse, module=HostModule, **kw)
 
     @staticmethod
     def _raw_module(source):
@@ -141,7 +146,8 @@ class CupyBackend(Backend):
         return self._xp
 
     def to_host(self, x):
-        return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else x
+        # type(), not isinstance: the CPU stand-in of CuPy arrays subclasses ndarray
+        return x.get() if hasattr(x, "get") and type(x) is not np.ndarray else x
 
     def from_host(self, x):
         return self._xp.asarray(x)

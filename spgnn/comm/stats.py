@@ -108,6 +108,13 @@ class CommEvent:
         Wall time of the call (``time.perf_counter``).
     rank : int
         World rank of the process that recorded it.
+    device : str
+        ``""`` for host buffers; ``"staged"`` or ``"cuda-aware"`` when the
+        call moved a device array (:mod:`spgnn.comm.device`).
+    staged_bytes : int
+        Bytes copied between device and host to stage the call (device to
+        host plus host to device; 0 unless ``device == "staged"``).  Not
+        payload: ``bytes_sent``/``bytes_recv`` are the same as a host run's.
     """
 
     op: str
@@ -118,6 +125,8 @@ class CommEvent:
     messages: int
     seconds: float
     rank: int
+    device: str = ""
+    staged_bytes: int = 0
 
 
 def model_allreduce(n: int, itemsize: int, p: int, r: int) -> tuple:
@@ -237,6 +246,14 @@ class CommStats:
         if field == "calls":
             return len(sel)
         return sum(getattr(ev, field) for ev in sel)
+
+    def staged_bytes(self, op=None, label=None, axis=None) -> int:
+        """Device/host staging copies (``CommEvent.staged_bytes``) of the matching events."""
+        return sum(ev.staged_bytes for ev in self.select(op, label, axis).events)
+
+    def device_modes(self) -> set:
+        """The ``device`` values of the events (``{""}`` for a host-only run)."""
+        return {ev.device for ev in self.events}
 
     @property
     def messages(self) -> int:

@@ -1,0 +1,38 @@
+"""The cupy backend's distributed SpMM on CPU under mpiexec (tests/cuda_host/test_dist_device_mpi.py).
+
+Every rank runs :func:`spgnn.testing.device_cases.spmm_device_case` for each
+algorithm and ``gpu_comm`` mode through MPITransport: device arrays are the
+CPU stand-in of CuPy arrays, so in CUDA-aware mode mpi4py hands their
+buffers to MPI directly.  Assertions are collective; prints one OK line.
+"""
+
+import argparse
+
+from spgnn.comm import Communicator
+from spgnn.comm.device import MODES
+from spgnn.testing.asserts import collective_assert
+from spgnn.testing.device_cases import SPMM_CASES, spmm_device_case
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--algorithms", default=",".join(SPMM_CASES))
+    args = ap.parse_args()
+    comm = Communicator.world()
+    for alg in args.algorithms.split(","):
+        for mode in MODES:
+            res = spmm_device_case(comm, alg, mode)
+            what = f"{alg} {mode} rank {comm.rank}: {res}"
+            collective_assert(comm, res["err"] < 1e-12, what)
+            collective_assert(comm, res["ledger_equal"] and res["on_device"], what)
+            collective_assert(comm, res["modes"] == {mode}, what)
+            if res["staged_expected"] is not None:
+                collective_assert(comm, res["staged"] == res["staged_expected"], what)
+            if mode == "cuda-aware":
+                collective_assert(comm, res["staged"] == 0 and res["steady_d2h"] == 0, what)
+    if comm.rank == 0:
+        print(f"OK device_checks {comm.size} ranks {args.algorithms}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
