@@ -254,7 +254,10 @@ class Context:
         if not self.is_3d:
             if isinstance(H, SparseBackedMatrix):       # sparse features: O(nnz * m)
                 return H.like(H.matmul_local(W.value), shape=(H.shape[0], W.shape[1]))
-            return H.like(H.backend.matmul(H.local, W.value), shape=(H.shape[0], W.shape[1]))
+            # parameters live on the host (small; the optimizer is numpy): copy W to the
+            # backend's device for the product (a no-op on CPU backends)
+            return H.like(H.backend.matmul(H.local, H.backend.from_host(W.value)),
+                          shape=(H.shape[0], W.shape[1]))
         return dense_matmul(H, W.as_dist(H.backend))
 
     def _full_weight_block(self, W):
@@ -278,10 +281,12 @@ class Context:
                                     f"fit W.shape={W.shape}")
         W._require_placed("matmul_transpose")
         if not self.is_3d:
-            return G.like(G.backend.matmul(G.local, W.value.T), shape=(G.shape[0], W.shape[0]))
+            return G.like(G.backend.matmul(G.local, G.backend.from_host(W.value.T)),
+                          shape=(G.shape[0], W.shape[0]))
         full, c, csplits = self._full_weight_block(W)
         t = W.layout.cols[0]
-        wt = DistDenseMatrix(np.ascontiguousarray(full.T), (W.shape[1], W.shape[0]), self.grid,
+        wt = DistDenseMatrix(G.backend.from_host(np.ascontiguousarray(full.T)),
+                             (W.shape[1], W.shape[0]), self.grid,
                              Layout(t, c, row_splits=W.layout.col_splits, col_splits=csplits),
                              backend=G.backend)
         return dense_matmul(G, wt)
@@ -305,7 +310,8 @@ class Context:
         if isinstance(H, SparseBackedMatrix):
             part = H.t_matmul_local(G.local)
         else:
-            part = np.ascontiguousarray(H.local.T @ G.local)
+            # computed where H lives, reduced and kept on the host with W
+            part = np.ascontiguousarray(H.backend.to_host(H.local.T @ G.local))
         axes = H.layout.rows
         comm = self.grid.comm(*axes) if axes else None
         if self.is_3d and len(W.layout.rows) == 2:
@@ -329,12 +335,12 @@ class Context:
     def add_bias(self, Q, b):
         """``Q + b`` (b a ``(1, m)`` Parameter, placed like Q's columns). Local."""
         self._place_bias(b, Q)
-        return Q.like(Q.local + b.value)
+        return Q.like(Q.local + Q.backend.from_host(b.value))
 
     def bias_grad(self, G, b):
         """Accumulate the column sums of ``G`` into ``b.grad``. Collective over G's row axes."""
         b._require_placed("bias_grad")
-        part = np.ascontiguousarray(G.local.sum(axis=0, keepdims=True))
+        part = np.ascontiguousarray(G.backend.to_host(G.local.sum(axis=0, keepdims=True)))
         axes = G.layout.rows
         if axes and self.grid.comm(*axes).size > 1:
             part = self.grid.comm(*axes).allreduce(part, label="gnn:grad-allreduce-db")
@@ -538,18 +544,22 @@ class GraphContext(Context):
         logits' layout, complete on every replica.
         """
         nodes, kw = self._loss_args(logits)
-        loss, grad, acc = F.softmax_cross_entropy(logits.local, nodes["label"], nodes[which], **kw)
-        return loss, logits.like(grad), acc
+        # logits are n x classes: the loss runs on the host, its gradient goes back
+        be = logits.backend
+        loss, grad, acc = F.softmax_cross_entropy(be.to_host(logits.local), nodes["label"],
+                                                  nodes[which], **kw)
+        return loss, logits.like(be.from_host(grad)), acc
 
     def scores(self, logits, which=("train", "val", "test")):
         """``{mask: (loss, accuracy, count)}`` for several masks, one reduction. Collective."""
         nodes, kw = self._loss_args(logits)
-        return F.masked_scores(logits.local, nodes["label"], {w: nodes[w] for w in which}, **kw)
+        return F.masked_scores(logits.backend.to_host(logits.local), nodes["label"],
+                               {w: nodes[w] for w in which}, **kw)
 
     def predict(self, logits):
         """Predicted class of every node, in the ORIGINAL node order, on every rank. Collective."""
         nodes, kw = self._loss_args(logits)
-        pred = F.predictions(logits.local, kw["col_start"], kw["class_comm"])
+        pred = F.predictions(logits.backend.to_host(logits.local), kw["col_start"], kw["class_comm"])
         lay = logits.layout
         P = DistDenseMatrix(pred[:, None].astype(np.int64), (logits.shape[0], 1), self.grid,
                             Layout(lay.rows, row_splits=lay.row_splits), backend=logits.backend)

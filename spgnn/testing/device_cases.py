@@ -22,7 +22,8 @@ from ..grid import grid_1d, grid_15d
 from ..layout import Layout
 from .fake_device import COPIES, FakeDeviceArray, fake_cupy
 
-__all__ = ["emulated_device_backend", "ledger_key_totals", "spmm_device_case", "SPMM_CASES"]
+__all__ = ["emulated_device_backend", "ledger_key_totals", "spmm_device_case", "gcn_device_case",
+           "SPMM_CASES"]
 
 #: ``algorithm -> (grid factory given comm, A layout, X layout)`` of the cases.
 SPMM_CASES = {
@@ -114,3 +115,48 @@ def spmm_device_case(comm, alg, mode, *, n=37, f=5, density=0.15, seed=0, dtype=
     return {"err": err, "ledger_equal": ledger_key_totals(ref_events) == ledger_key_totals(dev_events),
             "on_device": type(got.local) is FakeDeviceArray, "modes": {ev.device for ev in payload},
             "staged": staged, "staged_expected": expected, "steady_d2h": steady_d2h}
+
+
+def _gcn_run(comm, backend, alg, graph, epochs):
+    from ..gnn.data import DistGraph
+    from ..gnn.models import GCN
+    from ..gnn.optim import Adam
+    from ..gnn.train import Trainer
+
+    kw = {"replication": 2} if alg.startswith("15d") else {}
+    dg = DistGraph.from_graph(graph, comm, algorithm=alg, backend=backend, **kw)
+    model = GCN(dg.num_features, 8, dg.num_classes, dropout=0.5, seed=11)
+    tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.05))
+    n0 = len(comm.ledger.stats)
+    losses = [tr.train_epoch()["loss"] for _ in range(epochs)]
+    events = comm.ledger.stats.events[n0:]
+    return (losses, [p.value.copy() for p in model.parameters()], events,
+            type(dg.features.local))
+
+
+def gcn_device_case(comm, alg, mode, *, epochs=3, n=30, seed=4):
+    """GCN training epochs (dropout on) on the emulated device backend vs numba. Collective.
+
+    Returns ``losses`` / ``ref_losses``, ``weights_err`` (max abs difference of
+    the trained parameters), ``ledger_equal`` (epoch events per ``(op, label,
+    axis)``), ``on_device`` (the features' block type), ``modes`` and
+    ``staged`` (this rank's staging bytes over the epochs).
+    """
+    from ..io import Graph
+    from ..io.generators import sbm
+
+    adj, x, y = sbm(n, 3, avg_degree=3, num_features=6, seed=seed)
+    graph = Graph(adj=adj, features=x, labels=y).random_split(0.6, 0.2, seed=seed)
+    old = comm.gpu_comm
+    comm.gpu_comm = mode
+    try:
+        ref = _gcn_run(comm, get_backend("numba"), alg, graph, epochs)
+        got = _gcn_run(comm, emulated_device_backend(), alg, graph, epochs)
+    finally:
+        comm.gpu_comm = old
+    werr = max(float(np.max(np.abs(a - b), initial=0.0)) for a, b in zip(ref[1], got[1]))
+    return {"losses": got[0], "ref_losses": ref[0], "weights_err": werr,
+            "ledger_equal": ledger_key_totals(ref[2]) == ledger_key_totals(got[2]),
+            "on_device": got[3] is FakeDeviceArray,
+            "modes": {ev.device for ev in got[2]} - {""},
+            "staged": sum(ev.staged_bytes for ev in got[2])}

@@ -15,7 +15,7 @@ import pytest
 
 from spgnn.comm import device as D
 from spgnn.comm.loopback import run_loopback
-from spgnn.testing.device_cases import SPMM_CASES, spmm_device_case
+from spgnn.testing.device_cases import SPMM_CASES, gcn_device_case, spmm_device_case
 from spgnn.testing.fake_device import COPIES, FakeDeviceArray, fake_cupy, reset_copies
 
 
@@ -117,3 +117,17 @@ def test_fake_device_refuses_host_mixing():
         d + np.ones(3)
     assert type(d + 1.0) is FakeDeviceArray and type(d.get()) is np.ndarray
     assert D.is_device(d) and not D.is_device(np.ones(3))
+
+
+@pytest.mark.parametrize("mode", D.MODES)
+@pytest.mark.parametrize("alg,nranks", [("1d", 1), ("1d", 2), ("1d-aware", 2), ("15d-aware", 2),
+                                        ("3d", 2)])
+def test_gcn_training_on_device_equals_numba(alg, nranks, mode):
+    """Full-graph GCN epochs (dropout on) with the node data on the device."""
+    for res in run_loopback(nranks, gcn_device_case, alg, mode):
+        np.testing.assert_allclose(res["losses"], res["ref_losses"], rtol=1e-6)
+        assert res["weights_err"] < 1e-5, res
+        assert res["ledger_equal"] and res["on_device"], res
+        if nranks > 1:
+            assert res["modes"] == {mode}, res
+            assert (res["staged"] > 0) == (mode == "staged"), res

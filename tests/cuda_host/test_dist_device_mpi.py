@@ -1,4 +1,4 @@
-"""The cupy backend's distributed SpMM on CPU under real mpiexec (1 and 2 ranks).
+"""The cupy backend's distributed SpMM and GCN training on CPU under real mpiexec (1 and 2 ranks).
 
 Runs tests/mpi/device_checks.py: per algorithm and ``gpu_comm`` mode, the
 cupy backend's code on stand-in device arrays and host-built kernels equals
@@ -23,4 +23,4 @@ def test_device_spmm_under_mpi(emulated, nprocs, algorithms):
                     algorithms], nprocs, timeout=300)
     tail = proc.stdout[-5000:]
     assert proc.returncode == 0, f"rc={proc.returncode}; output tail:\n{tail}"
-    assert f"OK device_checks {nprocs} ranks {algorithms}" in proc.stdout, tail
+    assert f"OK device_checks {nprocs} ranks {algorithms} gcn 1d,1d-aware" in proc.stdout, tail

@@ -1,7 +1,8 @@
 """The cupy backend's distributed SpMM on CPU under mpiexec (tests/cuda_host/test_dist_device_mpi.py).
 
 Every rank runs :func:`spgnn.testing.device_cases.spmm_device_case` for each
-algorithm and ``gpu_comm`` mode through MPITransport: device arrays are the
+algorithm and ``gpu_comm`` mode, then GCN training epochs
+(:func:`~spgnn.testing.device_cases.gcn_device_case`), through MPITransport: device arrays are the
 CPU stand-in of CuPy arrays, so in CUDA-aware mode mpi4py hands their
 buffers to MPI directly.  Assertions are collective; prints one OK line.
 """
@@ -11,12 +12,13 @@ import argparse
 from spgnn.comm import Communicator
 from spgnn.comm.device import MODES
 from spgnn.testing.asserts import collective_assert
-from spgnn.testing.device_cases import SPMM_CASES, spmm_device_case
+from spgnn.testing.device_cases import SPMM_CASES, gcn_device_case, spmm_device_case
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--algorithms", default=",".join(SPMM_CASES))
+    ap.add_argument("--gcn", default="1d,1d-aware", help="GCN training cases ('' for none)")
     args = ap.parse_args()
     comm = Communicator.world()
     for alg in args.algorithms.split(","):
@@ -30,8 +32,17 @@ def main():
                 collective_assert(comm, res["staged"] == res["staged_expected"], what)
             if mode == "cuda-aware":
                 collective_assert(comm, res["staged"] == 0 and res["steady_d2h"] == 0, what)
+    for alg in filter(None, args.gcn.split(",")):
+        for mode in MODES:
+            res = gcn_device_case(comm, alg, mode)
+            what = f"gcn {alg} {mode} rank {comm.rank}: {res}"
+            close = all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(res["losses"], res["ref_losses"]))
+            collective_assert(comm, close and res["weights_err"] < 1e-5, what)
+            collective_assert(comm, res["ledger_equal"] and res["on_device"], what)
+            if comm.size > 1:
+                collective_assert(comm, res["modes"] == {mode}, what)
     if comm.rank == 0:
-        print(f"OK device_checks {comm.size} ranks {args.algorithms}", flush=True)
+        print(f"OK device_checks {comm.size} ranks {args.algorithms} gcn {args.gcn}", flush=True)
 
 
 if __name__ == "__main__":
