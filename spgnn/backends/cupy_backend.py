@@ -145,6 +145,26 @@ class CupyBackend(Backend):
     def xp(self):
         return self._xp
 
+    def synchronize(self):
+        """Wait for the current CUDA stream (kernel launches are asynchronous). Local."""
+        cuda = getattr(self._xp, "cuda", None)
+        if cuda is not None:
+            cuda.get_current_stream().synchronize()
+
+    def select_device(self, local_rank):
+        """Use device ``local_rank % device count`` in this process; returns its index. Local.
+
+        Called by the commands before any allocation, so ranks sharing a node
+        spread over its GPUs (``spgnn.cli._backend_options``).  ``None`` (and
+        nothing done) on the host emulation.
+        """
+        cuda = getattr(self._xp, "cuda", None)
+        if cuda is None:
+            return None
+        index = int(local_rank) % max(1, cuda.runtime.getDeviceCount())
+        cuda.Device(index).use()
+        return index
+
     def to_host(self, x):
         # type(), not isinstance: the CPU stand-in of CuPy arrays subclasses ndarray
         return x.get() if hasattr(x, "get") and type(x) is not np.ndarray else x

@@ -46,9 +46,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import print_result
+from ._backend_options import add_backend_options, resolve_backend
 from ._graph_options import add_graph_options, graph_options
 
-from ..backends import get_backend
 from ..checkpoint import DirectoryLock, load_training_state, write_npz_atomic
 from ..comm import Communicator
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
@@ -98,7 +98,7 @@ def add_parser(sub):
                                                               "partitioned sampling (default 2)")
     p.add_argument("--grid", default=None, help="XxYxZ for 3d (with --algo auto: use 3d on "
                                                 "this grid; default for 3d: the most cubic)")
-    p.add_argument("--backend", default=None, help="numpy | numba (default numba)")
+    add_backend_options(p)
     p.add_argument("--dtype", default="float32", choices=DTYPES)
     p.add_argument("--epochs", type=int, default=None,
                    help="default: " + ", ".join(f"{s.defaults['epochs']} ({n})"
@@ -262,8 +262,6 @@ def check_args(args, p):
         raise ValueError(f"train: --every must be >= 1, but got {args.every}")
     if args.feature_dim is not None and args.feature_dim < 1:
         raise ValueError(f"train: --feature-dim must be >= 1, but got {args.feature_dim}")
-    if args.backend is not None:
-        get_backend(args.backend)          # unknown or unavailable: raises the same everywhere
     _parse_split(args.split)
     check_synthetic(args)
     if not 0 <= args.label_prop < 1:
@@ -476,6 +474,8 @@ def train(comm, args):
     # every rank judges the arguments alike: agreeing (one tiny all-reduce)
     # makes the error one clean message from rank 0 instead of an MPI_Abort
     comm.agree(err)
+    # unknown, or no usable device on some rank (cupy): the same error on every rank
+    resolve_backend(comm, args)
     cfg = _config(args, p)
     t_setup = time.perf_counter()
     ckpt_dir = args.checkpoint or args.resume

@@ -56,6 +56,7 @@ minibatch.
 
 import numpy as np
 
+from ..backends import get_backend
 from ..comm import solo_communicator
 from ..core.dense_ops import matmul as dense_matmul
 from ..core.dist_dense import DistDenseMatrix
@@ -613,8 +614,9 @@ class BlockContext(Context):
             raise DTypeError(f"BlockContext.input: expected a 2-D float array, but got "
                              f"{x.dtype} of shape {x.shape}")
         x = np.ascontiguousarray(x, dtype=self.dtype)
-        return DistDenseMatrix(x, x.shape, local_grid(), Layout(),
-                               backend=self.blocks[0].backend if self.blocks else self.backend)
+        be = self.blocks[0].backend if self.blocks else get_backend(self.backend)
+        # a device backend computes the minibatch on the device: one copy of its input rows
+        return DistDenseMatrix(be.from_host(x), x.shape, local_grid(), Layout(), backend=be)
 
     def _block(self, hop, H, what, rows_of="num_src"):
         if not 0 <= hop < len(self.blocks):
@@ -634,12 +636,12 @@ class BlockContext(Context):
     def propagate(self, H, hop=0):
         """``M·H``: the mean over each destination's sampled neighbours (0 for none). Local."""
         op = self._block(hop, H, "propagate")
-        return self._local(H, np.asarray(op.aggregate(H.local)))
+        return self._local(H, op.aggregate(H.local))
 
     def propagate_transpose(self, G, hop=0):
         """``Mᵀ·G``: the backward of :meth:`propagate`. Local."""
         op = self._block(hop, G, "propagate_transpose", "num_dst")
-        return self._local(G, np.asarray(op.aggregate_t(G.local)))
+        return self._local(G, op.aggregate_t(G.local))
 
     def root(self, H, hop=0):
         """The rows of the hop's destination vertices among its sources. Local."""
@@ -649,11 +651,13 @@ class BlockContext(Context):
     def root_transpose(self, G, hop=0, into=None):
         """``G``'s rows added into the destinations' source rows of ``into``. Local."""
         op = self._block(hop, G, "root_transpose", "num_dst")
+        xp = G.backend.xp
         if into is None:
-            out = np.zeros((op.num_src, G.shape[1]), dtype=G.dtype)
+            out = xp.zeros((op.num_src, G.shape[1]), dtype=G.dtype)
         else:
             out = into.local
-        np.add.at(out, op.self_index, G.local)
+        idx = op.self_index if xp is np else xp.asarray(op.self_index)
+        xp.add.at(out, idx, G.local)
         return self._local(G, out)
 
     def _dropout_keys(self, key):
@@ -672,9 +676,10 @@ class BlockContext(Context):
         """
         if self.labels is None:
             raise ValueError("BlockContext.loss: the context was made without labels")
-        z = np.asarray(logits.local, dtype=np.float64)
+        z = np.asarray(logits.backend.to_host(logits.local), dtype=np.float64)
         if self.labels.shape != (z.shape[0],):
             raise DimensionMismatch(f"BlockContext.loss: {z.shape[0]} logit rows but "
                                     f"{self.labels.size} labels")
         loss, grad, correct = F.softmax_cross_entropy(z, self.labels, None, reduction="sum")
-        return loss, logits.like(grad.astype(logits.dtype, copy=False)), correct
+        return loss, logits.like(logits.backend.from_host(grad.astype(logits.dtype, copy=False))), \
+            correct

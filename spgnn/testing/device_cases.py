@@ -23,7 +23,7 @@ from ..layout import Layout
 from .fake_device import COPIES, FakeDeviceArray, fake_cupy
 
 __all__ = ["emulated_device_backend", "ledger_key_totals", "spmm_device_case", "gcn_device_case",
-           "SPMM_CASES"]
+           "register_emulated_cupy", "SPMM_CASES"]
 
 #: ``algorithm -> (grid factory given comm, A layout, X layout)`` of the cases.
 SPMM_CASES = {
@@ -160,3 +160,32 @@ def gcn_device_case(comm, alg, mode, *, epochs=3, n=30, seed=4):
             "on_device": got[3] is FakeDeviceArray,
             "modes": {ev.device for ev in got[2]} - {""},
             "staged": sum(ev.staged_bytes for ev in got[2])}
+
+
+def register_emulated_cupy():
+    """Make ``get_backend("cupy")`` the host emulation in this process (CLI tests, no GPU).
+
+    Registers a :class:`CupyBackend` subclass named ``cupy`` whose arrays are
+    :data:`~spgnn.testing.fake_device.fake_cupy` arrays and whose kernels are
+    the host build, available when g++ is; the commands then run their
+    ``--backend cupy`` path unchanged.
+    """
+    import scipy.sparse
+
+    from ..backends import register_backend
+    from ..backends._cuda_host import HostModule, compiler_missing
+    from ..backends.cupy_backend import CupyBackend
+
+    @register_backend
+    class EmulatedCupy(CupyBackend):
+        name = "cupy"
+
+        def __init__(self):
+            super().__init__(xp=fake_cupy, sparse=scipy.sparse, module=HostModule, warps=1,
+                             ew_block=32, ew_max_blocks=4)
+
+        @classmethod
+        def unavailable_reason(cls):
+            return compiler_missing()
+
+    return EmulatedCupy
