@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..backends import get_backend
+from ..comm.device import is_device
 from ..core.dist_dense import DistDenseMatrix
 from ..core.dist_sparse import DistSparseMatrix
 from ..core.spmm import spmm
@@ -78,8 +79,15 @@ def _run(comm, backend, alg, a, x, calls):
     return first, Y, events, steady, steady_d2h
 
 
-def spmm_device_case(comm, alg, mode, *, n=37, f=5, density=0.15, seed=0, dtype=np.float64):
+def _device_backend(backend):
+    return emulated_device_backend() if backend is None else get_backend(backend)
+
+
+def spmm_device_case(comm, alg, mode, *, n=37, f=5, density=0.15, seed=0, dtype=np.float64,
+                     backend=None):
     """Compare ``alg`` on the emulated device backend in ``mode`` with the numba backend. Collective.
+
+    ``backend="cupy"`` runs the real cupy backend instead (tests/gpu).
 
     Returns a dict: ``err`` (max abs difference of the results), ``ledger_equal``,
     ``on_device`` (results are device arrays), ``modes`` (the ``device``
@@ -87,7 +95,7 @@ def spmm_device_case(comm, alg, mode, *, n=37, f=5, density=0.15, seed=0, dtype=
     (this rank's staging bytes of the steady-state calls, and their formula
     for 1d / 1d-aware: the rows sent plus the rows received, each copied once),
     ``steady_d2h`` (device-to-host copies during the steady-state calls,
-    process-wide).
+    process-wide; counted on the emulation only, ``None`` on a real device).
     """
     rng = np.random.default_rng(seed)
     a = sp.random(n, n, density=density, random_state=seed, format="csr", dtype=dtype)
@@ -96,7 +104,7 @@ def spmm_device_case(comm, alg, mode, *, n=37, f=5, density=0.15, seed=0, dtype=
     comm.gpu_comm = mode
     try:
         _, ref, ref_events, _, _ = _run(comm, get_backend("numba"), alg, a, x, 2)
-        _, got, dev_events, steady, steady_d2h = _run(comm, emulated_device_backend(), alg, a, x, 2)
+        _, got, dev_events, steady, steady_d2h = _run(comm, _device_backend(backend), alg, a, x, 2)
     finally:
         comm.gpu_comm = old
     err = float(np.max(np.abs(got.to_global() - ref.to_global()), initial=0.0))
@@ -113,8 +121,9 @@ def spmm_device_case(comm, alg, mode, *, n=37, f=5, density=0.15, seed=0, dtype=
         expected = 0
     payload = [ev for ev in steady if ev.op != "barrier"]
     return {"err": err, "ledger_equal": ledger_key_totals(ref_events) == ledger_key_totals(dev_events),
-            "on_device": type(got.local) is FakeDeviceArray, "modes": {ev.device for ev in payload},
-            "staged": staged, "staged_expected": expected, "steady_d2h": steady_d2h}
+            "on_device": is_device(got.local), "modes": {ev.device for ev in payload},
+            "staged": staged, "staged_expected": expected,
+            "steady_d2h": steady_d2h if backend is None else None}
 
 
 def _gcn_run(comm, backend, alg, graph, epochs):
@@ -134,13 +143,14 @@ def _gcn_run(comm, backend, alg, graph, epochs):
             type(dg.features.local))
 
 
-def gcn_device_case(comm, alg, mode, *, epochs=3, n=30, seed=4):
+def gcn_device_case(comm, alg, mode, *, epochs=3, n=30, seed=4, backend=None):
     """GCN training epochs (dropout on) on the emulated device backend vs numba. Collective.
 
     Returns ``losses`` / ``ref_losses``, ``weights_err`` (max abs difference of
     the trained parameters), ``ledger_equal`` (epoch events per ``(op, label,
     axis)``), ``on_device`` (the features' block type), ``modes`` and
-    ``staged`` (this rank's staging bytes over the epochs).
+    ``staged`` (this rank's staging bytes over the epochs).  ``backend="cupy"``
+    runs the real cupy backend instead (tests/gpu).
     """
     from ..io import Graph
     from ..io.generators import sbm
@@ -151,13 +161,13 @@ def gcn_device_case(comm, alg, mode, *, epochs=3, n=30, seed=4):
     comm.gpu_comm = mode
     try:
         ref = _gcn_run(comm, get_backend("numba"), alg, graph, epochs)
-        got = _gcn_run(comm, emulated_device_backend(), alg, graph, epochs)
+        got = _gcn_run(comm, _device_backend(backend), alg, graph, epochs)
     finally:
         comm.gpu_comm = old
     werr = max(float(np.max(np.abs(a - b), initial=0.0)) for a, b in zip(ref[1], got[1]))
     return {"losses": got[0], "ref_losses": ref[0], "weights_err": werr,
             "ledger_equal": ledger_key_totals(ref[2]) == ledger_key_totals(got[2]),
-            "on_device": got[3] is FakeDeviceArray,
+            "on_device": got[3] is FakeDeviceArray if backend is None else got[3] is not np.ndarray,
             "modes": {ev.device for ev in got[2]} - {""},
             "staged": sum(ev.staged_bytes for ev in got[2])}
 
