@@ -613,6 +613,8 @@ def _run(comm, args, spec, cfg, trainer, algorithm, name, selection, ckpt_dir, t
            "bytes_per_epoch_constant": len(set(bytes_epoch)) <= 1,
            "bytes_per_epoch_max_rank": max(per_rank),
            "bytes_per_epoch_by_label": _bytes_by_label(comm, metrics.last)}
+    if args.backend == "cupy":         # node data on the device; how its buffers moved
+        out.update(backend="cupy", gpu_comm=comm.gpu_comm)
     if not minibatch:
         out.update({"aggregation": args.aggregation, "quantize": args.quantize,
                     "rounding": args.rounding, "label_prop": args.label_prop})

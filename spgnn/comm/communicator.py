@@ -415,7 +415,11 @@ class Communicator:
     -----
     Properties are local; every method that moves data says ``Collective:``
     in its docstring.  Arrays are numpy arrays of a numeric or bool dtype;
-    non-contiguous inputs are copied to contiguous ones first.
+    non-contiguous inputs are copied to contiguous ones first.  The
+    collectives also take device arrays (CuPy) and return device arrays,
+    moved as :attr:`gpu_comm` says (:mod:`spgnn.comm.device`; a ``bcast`` of
+    a device buffer in ``staged`` mode returns a new array instead of
+    filling ``buf``); ``send``/``recv`` take host arrays only.
     """
 
     #: Largest element count (and displacement) one MPI message may carry.

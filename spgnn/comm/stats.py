@@ -59,6 +59,11 @@ Metadata travels in events of its own so the payload totals stay honest:
 ``barrier`` events carry zero bytes; ``split`` is modelled as an allgather of
 two int64 (color, key) per rank.
 
+Device arrays (:mod:`spgnn.comm.device`) change none of the numbers above: a
+call on CuPy buffers records the same payload as on numpy ones, plus the
+mode in ``CommEvent.device`` and, when staged through host memory, the
+device/host copies in ``CommEvent.staged_bytes`` (not payload).
+
 Invariant: for every collective op, summing ``bytes_sent`` over all ranks of
 a communicator equals summing ``bytes_recv`` (for point-to-point, the
 ``send`` events' bytes equal the matching ``recv`` events' bytes).

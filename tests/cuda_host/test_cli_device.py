@@ -79,3 +79,4 @@ def test_train_cli_on_emulated_device_equals_numba(emulated, extra):
     assert dev["loss_history"] == pytest.approx(ref["loss_history"], rel=1e-5)
     assert dev["bytes_per_epoch"] == ref["bytes_per_epoch"]
     assert dev["test_acc"] == ref["test_acc"]
+    assert (dev["backend"], dev["gpu_comm"]) == ("cupy", "staged") and "backend" not in ref
