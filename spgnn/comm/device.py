@@ -68,13 +68,16 @@ def is_device(x) -> bool:
 
 def array_module(x):
     """The array module of device array ``x`` (``cupy`` for a CuPy array)."""
+    root = type(x).__module__.partition(".")[0]
+    if root == "cupy":       # not __array_namespace__: older CuPy answers its array_api module
+        return importlib.import_module("cupy")
     ns = getattr(x, "__array_namespace__", None)
     if ns is not None:
         try:
             return ns()
         except Exception:  # an old namespace hook: fall back to the defining package
             pass
-    return importlib.import_module(type(x).__module__.partition(".")[0])
+    return importlib.import_module(root)
 
 
 def to_host(x) -> np.ndarray:
