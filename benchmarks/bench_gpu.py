@@ -14,9 +14,10 @@ Parts:
     SpMM (own GE-SpMM-style kernel, cuSPARSE through cupyx, torch CSR) and
     SDDMM on a uniform random graph, per feature width ``--f``.
 ``spgemm``
-    ``A·A`` by the backend's SpGEMM vs cuSPARSE (``cupyx`` CSR ``@``), with
-    ``spgemm_path`` saying whether the backend ran a CUDA kernel or its host
-    round trip (``CupyBackend.HOST_ROUND_TRIP``); nnz of both are compared.
+    ``A·A`` by the backend's SpGEMM (hash-per-row CUDA kernel) vs cuSPARSE
+    (``cupyx`` CSR ``@``), with ``spgemm_path`` saying whether the backend ran
+    a CUDA kernel or a host round trip (``CupyBackend.HOST_ROUND_TRIP``) and
+    the nnz of both; transposition vs ``cupyx`` ``.T.tocsr()``.
 ``gcn``
     One training epoch (forward, loss, backward, Adam) of the 2-layer GCN of
     :mod:`spgnn.benchmarks.gcn_pyg` (dropout 0.5 on the input and hidden
@@ -164,7 +165,9 @@ def bench_spgemm(dev, args):
                          else "cuda kernel"),
          "spgemm_spgnn_s": dev.time(lambda: dev.ours.spgemm(a, a, "plus_times"), args.reps,
                                     args.warmup),
-         "spgemm_cusparse_s": dev.time(lambda: a_sp @ a_sp, args.reps, args.warmup)}
+         "spgemm_cusparse_s": dev.time(lambda: a_sp @ a_sp, args.reps, args.warmup),
+         "transpose_spgnn_s": dev.time(lambda: dev.ours.transpose(a), args.reps, args.warmup),
+         "transpose_cusparse_s": dev.time(lambda: a_sp.T.tocsr(), args.reps, args.warmup)}
     r["spgemm_spgnn_vs_cusparse"] = r["spgemm_cusparse_s"] / r["spgemm_spgnn_s"]
     return [r]
 
