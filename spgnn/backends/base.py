@@ -133,6 +133,9 @@ class Backend(ABC):
     def to_host(self, x):
         return x
 
+    def synchronize(self):
+        """Wait for work queued on the device (timers call it). Local; a no-op on CPU backends."""
+
     def from_host(self, x):
         return self.xp.asarray(x)
 

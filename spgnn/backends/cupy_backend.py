@@ -104,13 +104,18 @@ class CupyBackend(Backend):
 
     @classmethod
     def host_emulated(cls, **kw):
-        """The backend on numpy + scipy + the g++ host build of the kernels (tests, no GPU)."""
+        """The backend on numpy + scipy + the g++ host build of the kernels (tests, no GPU).
+
+        ``xp=spgnn.testing.fake_device.fake_cupy`` makes its arrays pose as
+        device arrays, so the distributed paths (communicator staging,
+        CUDA-aware buffers) run as they would with CuPy.
+        """
         import scipy.sparse
 
         from ._cuda_host import HostModule
 
-        kw = {"warps": 1, "ew_block": 32, "ew_max_blocks": 4, **kw}
-        return cls(xp=np, sparse=scipy.sparse, module=HostModule, **kw)
+        kw = {"xp": np, "warps": 1, "ew_block": 32, "ew_max_blocks": 4, **kw}
+        return cls(sparse=scipy.sparse, module=HostModule, **kw)
 
     @staticmethod
     def _raw_module(source):
@@ -157,8 +162,29 @@ class CupyBackend(Backend):
     def xp(self):
         return self._xp
 
+    def synchronize(self):
+        """Wait for the current CUDA stream (kernel launches are asynchronous). Local."""
+        cuda = getattr(self._xp, "cuda", None)
+        if cuda is not None:
+            cuda.get_current_stream().synchronize()
+
+    def select_device(self, local_rank):
+        """Use device ``local_rank % device count`` in this process; returns its index. Local.
+
+        Called by the commands before any allocation, so ranks sharing a node
+        spread over its GPUs (``spgnn.cli._backend_options``).  ``None`` (and
+        nothing done) on the host emulation.
+        """
+        cuda = getattr(self._xp, "cuda", None)
+        if cuda is None:
+            return None
+        index = int(local_rank) % max(1, cuda.runtime.getDeviceCount())
+        cuda.Device(index).use()
+        return index
+
     def to_host(self, x):
-        return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else x
+        # type(), not isinstance: the CPU stand-in of CuPy arrays subclasses ndarray
+        return x.get() if hasattr(x, "get") and type(x) is not np.ndarray else x
 
     def from_host(self, x):
         return self._xp.asarray(x)

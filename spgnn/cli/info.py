@@ -46,6 +46,14 @@ def collect():
     from spgnn.backends.cupy_backend import CupyBackend
 
     out["gpu"] = CupyBackend.device_info()
+    from spgnn.comm import device as gpu_comm
+
+    # the mode device buffers move in, and the MPI library's own (build-time) claim
+    try:
+        mode = gpu_comm.default_mode()
+    except ValueError as exc:
+        mode = f"invalid: {exc}"
+    out["gpu_comm"] = {"mode": mode, "mpi_cuda_support": gpu_comm.mpi_cuda_support()}
     out["numba_threads"] = os.environ.get("NUMBA_NUM_THREADS", f"default ({os.cpu_count()} cores)")
     return out
 

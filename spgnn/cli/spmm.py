@@ -17,6 +17,7 @@ from spgnn.grid import parse_grid
 from spgnn.partition import (PARTITIONERS, order_from_parts, partition_graph, permute,
                            read_partition_file)
 from . import print_result
+from ._backend_options import add_backend_options, resolve_backend
 from ._graph_options import add_graph_options, graph_options
 
 
@@ -51,7 +52,7 @@ def add_parser(sub):
                         "ranks first")
     p.add_argument("--grid", help="XxYxZ for 3d (default: the grid Plexus's model prefers for "
                                   "a 2-layer GCN of width --feat)")
-    p.add_argument("--backend", default=None, help="numpy | numba (default numba)")
+    add_backend_options(p)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check", action="store_true", help="compare with scipy on rank 0")
@@ -159,6 +160,8 @@ def measure(comm, args):
                          f"but got {args.replication}")
     if args.feat < 0 or args.repeat < 1:
         raise SystemExit("spmm: --feat must be >= 0 and --repeat >= 1")
+    # unknown, or no usable device on some rank (cupy): the same error on every rank
+    be = resolve_backend(comm, args)
     auto, err = None, None
     if args.algo == "auto" or args.replication == "auto":
         auto = _choose(comm, args)
@@ -180,8 +183,12 @@ def measure(comm, args):
     A, X = _distribute(comm, args, a, x, meta, grid3d)
     with comm.track("setup") as setup:
         y = spmm(A, X, algorithm=args.algo)
-    seconds, fastest, slowest = time_collective(comm, lambda: spmm(A, X, algorithm=args.algo),
-                                                repeat=args.repeat, warmup=0, with_max=True)
+    def once_synced():                 # device kernels are asynchronous: time them finished
+        spmm(A, X, algorithm=args.algo)
+        be.synchronize()
+
+    seconds, fastest, slowest = time_collective(comm, once_synced, repeat=args.repeat, warmup=0,
+                                                with_max=True)
     with comm.track("spmm") as once:
         spmm(A, X, algorithm=args.algo)
     sent_total, sent_max = _sum_max(comm, once.total("bytes_sent"))
@@ -193,6 +200,9 @@ def measure(comm, args):
               "messages_total": msgs_total, "messages_max_rank": msgs_max,
               "setup_bytes_total": setup_total, "seconds": seconds, "seconds_min": fastest,
               "seconds_max": slowest}
+    if be.name == "cupy":              # how device buffers moved, and the host copies it cost
+        result["gpu_comm"] = comm.gpu_comm
+        result["staged_bytes_total"] = _sum_max(comm, once.staged_bytes())[0]
     if args.algo in ("15d", "15d-aware"):
         result["replication"] = args.replication
     if auto is not None:

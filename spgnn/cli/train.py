@@ -49,9 +49,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import print_result
+from ._backend_options import add_backend_options, resolve_backend
 from ._graph_options import add_graph_options, graph_options
 
-from ..backends import get_backend
 from ..checkpoint import DirectoryLock, load_training_state, write_npz_atomic
 from ..comm import Communicator
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
@@ -113,7 +113,7 @@ def add_parser(sub):
     p.add_argument("--agg-blocks", type=int, default=1, metavar="K",
                    help="3d: blocked aggregation, the SpMM and its all-reduce in K row chunks "
                         "(same bytes, smaller buffers)")
-    p.add_argument("--backend", default=None, help="numpy | numba (default numba)")
+    add_backend_options(p)
     p.add_argument("--dtype", default="float32", choices=DTYPES)
     p.add_argument("--epochs", type=int, default=None,
                    help="default: " + ", ".join(f"{s.defaults['epochs']} ({n})"
@@ -282,8 +282,6 @@ def check_args(args, p):
         raise ValueError(f"train: --every must be >= 1, but got {args.every}")
     if args.feature_dim is not None and args.feature_dim < 1:
         raise ValueError(f"train: --feature-dim must be >= 1, but got {args.feature_dim}")
-    if args.backend is not None:
-        get_backend(args.backend)          # unknown or unavailable: raises the same everywhere
     _parse_split(args.split)
     check_synthetic(args)
     if not 0 <= args.label_prop < 1:
@@ -526,6 +524,8 @@ def train(comm, args):
     # every rank judges the arguments alike: agreeing (one tiny all-reduce)
     # makes the error one clean message from rank 0 instead of an MPI_Abort
     comm.agree(err)
+    # unknown, or no usable device on some rank (cupy): the same error on every rank
+    resolve_backend(comm, args)
     cfg = _config(args, p)
     t_setup = time.perf_counter()
     ckpt_dir = args.checkpoint or args.resume
@@ -665,6 +665,8 @@ def _run(comm, args, spec, cfg, trainer, algorithm, name, selection, ckpt_dir, t
            "bytes_per_epoch_constant": len(set(bytes_epoch)) <= 1,
            "bytes_per_epoch_max_rank": max(per_rank),
            "bytes_per_epoch_by_label": _bytes_by_label(comm, metrics.last)}
+    if args.backend == "cupy":         # node data on the device; how its buffers moved
+        out.update(backend="cupy", gpu_comm=comm.gpu_comm)
     if not minibatch:
         out.update({"aggregation": args.aggregation, "quantize": args.quantize,
                     "rounding": args.rounding, "label_prop": args.label_prop})

@@ -30,6 +30,7 @@ in ``[0, CHUNK_TAG)``.
 from __future__ import annotations
 
 import builtins
+import functools
 import pickle
 import time
 from typing import Any, Callable
@@ -37,10 +38,10 @@ from typing import Any, Callable
 import numpy as np
 
 from spgnn import errors as _errors
+from spgnn.comm import device as _device
 from spgnn.comm.stats import CommEvent, Ledger, block_size, model_allgather, model_allreduce
 from spgnn.comm.transport import REDUCE_OPS, MPITransport, Transport
 from spgnn.errors import DimensionMismatch, DTypeError, RemoteError
-from spgnn.local.alloc import empty as _received
 
 __all__ = ["Communicator", "Request", "CHUNK_TAG", "world_rank", "mpi_library_info",
            "is_agreed_on_world", "abort_if_parallel"]
@@ -100,6 +101,62 @@ def _install_abort_hook():
 
     hook._spgnn = True
     sys.excepthook = hook
+
+
+def _device_buffers(method):
+    """Let a collective take a device array (CuPy) as its buffer: staged or CUDA-aware.
+
+    Host arrays go straight to ``method``.  For a device array the mode is
+    :attr:`Communicator.gpu_comm` (:mod:`spgnn.comm.device`): ``staged`` runs
+    ``method`` on a host copy and copies the result back, adding both copies'
+    bytes to the call's last event (``staged_bytes``); ``cuda-aware`` runs it
+    on the device buffers.  Every event of the call records the mode.
+    """
+    @functools.wraps(method)
+    def wrapper(self, buf, *args, **kwargs):
+        if not _device.is_device(buf):
+            return method(self, buf, *args, **kwargs)
+        mode = self.gpu_comm
+        self._device_now = mode
+        try:
+            if mode == "cuda-aware":
+                _device.synchronize(buf)
+                out = method(self, buf, *args, **kwargs)
+                staged = 0
+            else:
+                host = _device.to_host(buf)
+                staged = host.nbytes
+                out = method(self, host, *args, **kwargs)
+        finally:
+            self._device_now = ""
+        if isinstance(out, Request):
+            return _DeviceRequest(self, out, buf, mode, staged)
+        if mode == "staged":
+            staged += out.nbytes
+            out = _device.to_device(out, buf)
+        self._last_event.staged_bytes += staged
+        return out
+
+    return wrapper
+
+
+class _DeviceRequest:
+    """A non-blocking call on a device buffer: ``wait`` finishes the staging and the event."""
+
+    def __init__(self, comm, req, like, mode, staged):
+        self._comm, self._req, self._like, self._mode, self._staged = comm, req, like, mode, staged
+        self._done, self._result = False, None
+
+    def wait(self):
+        if not self._done:
+            out = self._req.wait()
+            if self._mode == "staged":
+                self._staged += out.nbytes
+                out = _device.to_device(out, self._like)
+            ev = self._comm._last_event
+            ev.device, ev.staged_bytes = self._mode, ev.staged_bytes + self._staged
+            self._done, self._result = True, out
+        return self._result
 
 
 #: Exit status of a job ended by SIGINT (128 + 2, what shells report for Ctrl-C).
@@ -358,7 +415,11 @@ class Communicator:
     -----
     Properties are local; every method that moves data says ``Collective:``
     in its docstring.  Arrays are numpy arrays of a numeric or bool dtype;
-    non-contiguous inputs are copied to contiguous ones first.
+    non-contiguous inputs are copied to contiguous ones first.  The
+    collectives also take device arrays (CuPy) and return device arrays,
+    moved as :attr:`gpu_comm` says (:mod:`spgnn.comm.device`; a ``bcast`` of
+    a device buffer in ``staged`` mode returns a new array instead of
+    filling ``buf``); ``send``/``recv`` take host arrays only.
     """
 
     #: Largest element count (and displacement) one MPI message may carry.
@@ -374,6 +435,22 @@ class Communicator:
         self.transport = transport
         self.axis = (axis,) if isinstance(axis, str) else tuple(axis)
         self.ledger = ledger if ledger is not None else Ledger(rank=transport.rank)
+        self.gpu_comm = _device.default_mode()
+        self._device_now = ""          # the mode of the device-array call in progress
+        self._last_event = None
+
+    @property
+    def gpu_comm(self) -> str:
+        """How device arrays move: ``"staged"`` or ``"cuda-aware"`` (:mod:`spgnn.comm.device`).
+
+        Initialised from ``$SPGNN_GPU_COMM`` (default ``staged``); splits
+        inherit it.  Set it to the same value on every rank.
+        """
+        return self._gpu_comm
+
+    @gpu_comm.setter
+    def gpu_comm(self, mode) -> None:
+        self._gpu_comm = _device.check_mode(mode)
 
     # ------------------------------------------------------------ construction
     @classmethod
@@ -437,6 +514,7 @@ class Communicator:
         if sub is None:
             return None
         new = Communicator(sub, axis=axis, ledger=self.ledger)
+        new.gpu_comm = self.gpu_comm
         if "max_count" in self.__dict__:
             new.max_count = self.max_count
         return new
@@ -450,9 +528,11 @@ class Communicator:
         return label
 
     def _record(self, op, label, sent, recv, messages, seconds):
-        self.ledger.record(CommEvent(op=op, label=label, axis=self.axis, bytes_sent=int(sent),
-                                     bytes_recv=int(recv), messages=int(messages),
-                                     seconds=float(seconds), rank=self.ledger.rank))
+        ev = CommEvent(op=op, label=label, axis=self.axis, bytes_sent=int(sent),
+                       bytes_recv=int(recv), messages=int(messages), seconds=float(seconds),
+                       rank=self.ledger.rank, device=self._device_now)
+        self._last_event = ev
+        self.ledger.record(ev)
 
     def _record_allgather(self, op, label, own, total, seconds):
         self._record(op, label, *model_allgather(own, total, self.size), seconds)
@@ -462,7 +542,8 @@ class Communicator:
 
     @staticmethod
     def _array(opname: str, buf, argname: str = "buf", min_ndim: int = 0) -> np.ndarray:
-        a = buf if isinstance(buf, np.ndarray) else np.asarray(buf)
+        # a device array (CUDA-aware mode) keeps its module: np.asarray would copy or refuse
+        a = buf if isinstance(buf, np.ndarray) or _device.is_device(buf) else np.asarray(buf)
         if a.dtype.kind not in "biufc":
             raise DTypeError(f"{opname}: {argname} must have a numeric or bool dtype, but got "
                              f"dtype={a.dtype}")
@@ -470,7 +551,7 @@ class Communicator:
             raise DimensionMismatch(f"{opname}: {argname} must have at least {min_ndim} "
                                     f"dimension(s), but got shape {a.shape}")
         # not np.ascontiguousarray: it turns 0-d arrays into 1-d ones
-        return a if a.flags.c_contiguous else np.array(a, order="C")
+        return a if a.flags.c_contiguous else _device.copy(a)
 
     def _counts(self, opname: str, argname: str, counts) -> np.ndarray:
         c = np.asarray(counts)
@@ -506,6 +587,7 @@ class Communicator:
         self.transport.barrier()
         self._record("barrier", self._label(None), 0, 0, 0, time.perf_counter() - t0)
 
+    @_device_buffers
     def allreduce(self, buf, op="plus", *, label=None) -> np.ndarray:
         """Element-wise reduction over all ranks.
 
@@ -534,6 +616,7 @@ class Communicator:
         self._record_allreduce("allreduce", label, a.size, a.itemsize, time.perf_counter() - t0)
         return out
 
+    @_device_buffers
     def allgather(self, buf, *, label=None) -> np.ndarray:
         """Stack every rank's ``buf`` (same shape and dtype everywhere).
 
@@ -553,6 +636,7 @@ class Communicator:
                                time.perf_counter() - t0)
         return flat.reshape((p,) + a.shape)
 
+    @_device_buffers
     def allgatherv(self, buf, counts=None, *, label=None) -> np.ndarray:
         """Concatenate every rank's rows along axis 0 (rank order).
 
@@ -592,6 +676,7 @@ class Communicator:
                                time.perf_counter() - t0)
         return flat.reshape((int(rows.sum()),) + rowshape)
 
+    @_device_buffers
     def reduce_scatter(self, buf, counts=None, op="plus", *, label=None) -> np.ndarray:
         """Reduce ``buf`` over ranks and keep this rank's block of rows.
 
@@ -636,6 +721,7 @@ class Communicator:
                      time.perf_counter() - t0)
         return out.reshape((int(c[r]),) + rowshape)
 
+    @_device_buffers
     def alltoall(self, buf, *, label=None) -> np.ndarray:
         """Personalised exchange of equal blocks: ``out[j]`` is rank j's ``buf[rank]``.
 
@@ -656,6 +742,7 @@ class Communicator:
                      (p - 1) if block > 0 else 0, time.perf_counter() - t0)
         return out
 
+    @_device_buffers
     def alltoallv(self, sendbuf, sendcounts, recvcounts=None, *, label=None,
                   split=None) -> np.ndarray:
         """Personalised exchange of variable-sized blocks of rows.
@@ -692,6 +779,7 @@ class Communicator:
         return self._alltoallv("alltoallv", sendbuf, sendcounts, recvcounts, label,
                                nonblocking=False, split=split)
 
+    @_device_buffers
     def ialltoallv(self, sendbuf, sendcounts, recvcounts=None, *, label=None,
                    split=None) -> Request:
         """Non-blocking :meth:`alltoallv`; ``.wait()`` returns the received rows.
@@ -751,7 +839,8 @@ class Communicator:
 
         r_el = rc * rowsize
         r_dis = _exclusive_cumsum(r_el)
-        out = _received((int(rc.sum()),) + rowshape, a.dtype)  # 64-byte aligned, see transport
+        # 64-byte aligned on the host (see transport); on the device in CUDA-aware mode
+        out = _device.empty_like_module(a, (int(rc.sum()),) + rowshape, a.dtype)
         sflat, rflat = a.reshape(-1), out.reshape(-1)
         others = [j for j in range(p) if j != r]
         sent = int(s_el[others].sum()) * w
@@ -805,6 +894,7 @@ class Communicator:
         record(time.perf_counter() - t0)
         return out
 
+    @_device_buffers
     def bcast(self, buf, root=0, *, label=None) -> np.ndarray:
         """Root's ``buf`` on every rank.
 
@@ -815,10 +905,11 @@ class Communicator:
         Collective: yes.
         """
         root = self._root("bcast", root)
-        if (isinstance(buf, np.ndarray) and buf.flags.c_contiguous and buf.flags.writeable):
+        if ((isinstance(buf, np.ndarray) or _device.is_device(buf)) and buf.flags.c_contiguous
+                and buf.flags.writeable):
             a = self._array("bcast", buf)
         else:
-            a = np.array(self._array("bcast", buf), copy=True)
+            a = _device.copy(self._array("bcast", buf))
         label = self._label(label)
         p = self.size
         t0 = time.perf_counter()

@@ -24,7 +24,8 @@ from spgnn.comm.communicator import Communicator
 from spgnn.comm.stats import Ledger
 from spgnn.comm.transport import Transport
 from spgnn.errors import DimensionMismatch, LoopbackAborted
-from spgnn.local.alloc import empty as _received
+from spgnn.comm.device import copy as _copy
+from spgnn.comm.device import empty_like_module
 
 __all__ = ["LoopbackTransport", "run_loopback"]
 
@@ -179,32 +180,32 @@ class LoopbackTransport(Transport):
         self._exchange(None)
 
     def allreduce(self, sendbuf, op):
-        parts = self._exchange(np.array(sendbuf, copy=True))
+        parts = self._exchange(_copy(sendbuf))
         ufunc = _NP_REDUCE[op]
-        out = _received(sendbuf.shape, sendbuf.dtype)
+        out = empty_like_module(sendbuf, sendbuf.shape, sendbuf.dtype)
         out[...] = parts[0]
         for p in parts[1:]:  # fixed rank order: deterministic like MPI's
             ufunc(out, p, out=out)
         return out
 
     def allgatherv(self, sendbuf, counts):
-        parts = self._exchange(np.array(sendbuf, copy=True).reshape(-1))
+        parts = self._exchange(_copy(sendbuf).reshape(-1))
         for j, (p, c) in enumerate(zip(parts, counts)):
             if p.size != int(c):
                 raise DimensionMismatch(
                     f"allgatherv: rank {j} sent {p.size} elements but counts[{j}]={int(c)}")
-        out = _received(int(sum(p.size for p in parts)), sendbuf.dtype)
+        out = empty_like_module(sendbuf, int(sum(p.size for p in parts)), sendbuf.dtype)
         return np.concatenate(parts, out=out) if parts else out
 
     def alltoall(self, sendbuf):
-        parts = self._exchange(np.array(sendbuf, copy=True))
-        out = _received(sendbuf.shape, sendbuf.dtype)
+        parts = self._exchange(_copy(sendbuf))
+        out = empty_like_module(sendbuf, sendbuf.shape, sendbuf.dtype)
         for j, p in enumerate(parts):
             out[j] = p[self.rank]
         return out
 
     def _alltoallv_now(self, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls):
-        pieces = [np.array(sendbuf[int(d):int(d) + int(c)], copy=True)
+        pieces = [_copy(sendbuf[int(d):int(d) + int(c)])
                   for c, d in zip(sendcounts, sdispls)]
         parts = self._exchange(pieces)
         for j in range(self.size):
@@ -229,12 +230,12 @@ class LoopbackTransport(Transport):
     def reduce_scatter(self, sendbuf, recvcounts, op):
         total = self.allreduce(sendbuf, op)
         start = int(np.sum(np.asarray(recvcounts[:self.rank], dtype=np.int64)))
-        out = _received(int(recvcounts[self.rank]), sendbuf.dtype)
+        out = empty_like_module(sendbuf, int(recvcounts[self.rank]), sendbuf.dtype)
         out[...] = total[start:start + out.shape[0]]
         return out
 
     def bcast(self, buf, root):
-        parts = self._exchange(np.array(buf, copy=True) if self.rank == root else None)
+        parts = self._exchange(_copy(buf) if self.rank == root else None)
         if self.rank != root:
             src = parts[root]
             if src.size != buf.size:
@@ -244,7 +245,7 @@ class LoopbackTransport(Transport):
             buf.reshape(-1)[...] = src.reshape(-1)
 
     def isend(self, buf, dest, tag):
-        self._group.channel(self.rank, dest, tag).messages.put(np.array(buf, copy=True))
+        self._group.channel(self.rank, dest, tag).messages.put(_copy(buf))
         return _DoneRequest()
 
     def send(self, buf, dest, tag):

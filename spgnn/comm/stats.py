@@ -59,6 +59,11 @@ Metadata travels in events of its own so the payload totals stay honest:
 ``barrier`` events carry zero bytes; ``split`` is modelled as an allgather of
 two int64 (color, key) per rank.
 
+Device arrays (:mod:`spgnn.comm.device`) change none of the numbers above: a
+call on CuPy buffers records the same payload as on numpy ones, plus the
+mode in ``CommEvent.device`` and, when staged through host memory, the
+device/host copies in ``CommEvent.staged_bytes`` (not payload).
+
 Invariant: for every collective op, summing ``bytes_sent`` over all ranks of
 a communicator equals summing ``bytes_recv`` (for point-to-point, the
 ``send`` events' bytes equal the matching ``recv`` events' bytes).
@@ -108,6 +113,13 @@ class CommEvent:
         Wall time of the call (``time.perf_counter``).
     rank : int
         World rank of the process that recorded it.
+    device : str
+        ``""`` for host buffers; ``"staged"`` or ``"cuda-aware"`` when the
+        call moved a device array (:mod:`spgnn.comm.device`).
+    staged_bytes : int
+        Bytes copied between device and host to stage the call (device to
+        host plus host to device; 0 unless ``device == "staged"``).  Not
+        payload: ``bytes_sent``/``bytes_recv`` are the same as a host run's.
     """
 
     op: str
@@ -118,6 +130,8 @@ class CommEvent:
     messages: int
     seconds: float
     rank: int
+    device: str = ""
+    staged_bytes: int = 0
 
 
 def model_allreduce(n: int, itemsize: int, p: int, r: int) -> tuple:
@@ -237,6 +251,14 @@ class CommStats:
         if field == "calls":
             return len(sel)
         return sum(getattr(ev, field) for ev in sel)
+
+    def staged_bytes(self, op=None, label=None, axis=None) -> int:
+        """Device/host staging copies (``CommEvent.staged_bytes``) of the matching events."""
+        return sum(ev.staged_bytes for ev in self.select(op, label, axis).events)
+
+    def device_modes(self) -> set:
+        """The ``device`` values of the events (``{""}`` for a host-only run)."""
+        return {ev.device for ev in self.events}
 
     @property
     def messages(self) -> int:

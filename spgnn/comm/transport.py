@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from spgnn.local.alloc import empty as _received
+from spgnn.comm.device import empty_like_module
 
 __all__ = ["REDUCE_OPS", "Transport", "MPITransport"]
 
@@ -196,7 +196,7 @@ class MPITransport(Transport):
         self.comm.Barrier()
 
     def allreduce(self, sendbuf, op):
-        out = _received(sendbuf.shape, sendbuf.dtype)
+        out = empty_like_module(sendbuf, sendbuf.shape, sendbuf.dtype)
         dt = self._dt(sendbuf)
         self.comm.Allreduce([sendbuf, dt], [out, dt], op=self._ops[op])
         return out
@@ -205,13 +205,13 @@ class MPITransport(Transport):
         counts = np.asarray(counts, dtype=np.int64)
         displs = np.zeros_like(counts)
         np.cumsum(counts[:-1], out=displs[1:])
-        out = _received(int(counts.sum()), sendbuf.dtype)
+        out = empty_like_module(sendbuf, int(counts.sum()), sendbuf.dtype)
         dt = self._dt(sendbuf)
         self.comm.Allgatherv([sendbuf, dt], [out, (counts, displs), dt])
         return out
 
     def alltoall(self, sendbuf):
-        out = _received(sendbuf.shape, sendbuf.dtype)
+        out = empty_like_module(sendbuf, sendbuf.shape, sendbuf.dtype)
         dt = self._dt(sendbuf)
         self.comm.Alltoall([sendbuf, dt], [out, dt])
         return out
@@ -229,7 +229,7 @@ class MPITransport(Transport):
 
     def reduce_scatter(self, sendbuf, recvcounts, op):
         recvcounts = np.asarray(recvcounts, dtype=np.int64)
-        out = _received(int(recvcounts[self.rank]), sendbuf.dtype)
+        out = empty_like_module(sendbuf, int(recvcounts[self.rank]), sendbuf.dtype)
         dt = self._dt(sendbuf)
         self.comm.Reduce_scatter([sendbuf, dt], [out, dt], recvcounts=recvcounts,
                                  op=self._ops[op])

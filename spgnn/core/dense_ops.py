@@ -91,7 +91,6 @@ def matmul(H, W):
     q = be.matmul(H.local, w_local)
     comm_i = grid.comm(i)
     if comm_i.size > 1:
-        host = np.ascontiguousarray(be.to_host(q))
-        q = be.from_host(comm_i.allreduce(host, op="plus", label="matmul-3d:allreduce"))
+        q = comm_i.allreduce(be.xp.ascontiguousarray(q), op="plus", label="matmul-3d:allreduce")
     layout = Layout(d, o, row_splits=H.layout.row_splits, col_splits=W.layout.col_splits)
     return DistDenseMatrix(q, (H.shape[0], W.shape[1]), grid, layout, backend=be)

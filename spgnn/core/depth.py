@@ -35,8 +35,8 @@ def gather_depth(grid, local, d, backend, label, counts=None):
     comm = grid.comm(d)
     if comm.size == 1:
         return local
-    host = np.ascontiguousarray(backend.to_host(local))
-    return backend.from_host(comm.allgatherv(host, counts, label=label))
+    # a device block stays on the device: the communicator moves it
+    return comm.allgatherv(backend.xp.ascontiguousarray(local), counts, label=label)
 
 
 def depth_counts(layout, grid, n, o, d):

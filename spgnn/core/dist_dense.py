@@ -159,11 +159,11 @@ class DistDenseMatrix:
         if not axes:
             return self
         comm = self.grid.comm(*axes)
-        host = np.ascontiguousarray(self.backend.to_host(self.local))
-        summed = comm.allreduce(host, op=self.partial_op, label="reduce_partial")
+        # a device block stays on the device: the communicator moves it
+        summed = comm.allreduce(self.backend.xp.ascontiguousarray(self.local), op=self.partial_op,
+                                label="reduce_partial")
         layout = self.layout.replace(partial=self.layout.partial - set(axes))
-        return DistDenseMatrix(self.backend.from_host(summed), self.shape, self.grid, layout,
-                               backend=self.backend)
+        return DistDenseMatrix(summed, self.shape, self.grid, layout, backend=self.backend)
 
     def redistribute(self, layout) -> "DistDenseMatrix":
         """Move to another layout. Collective: one alltoallv (pending sums are reduced first)."""

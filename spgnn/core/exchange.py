@@ -109,15 +109,24 @@ class ExchangePlan(PeerCounts):
                                       label=label)[0])
         return cls(send_rows, send_counts, req_counts, compact, max_rows)
 
-    def exchange(self, comm, x_local, label="spmm-1d-aware:exchange"):
-        """Send the planned rows of ``x_local`` (host array); return ``[x_local; received]``.
+    def exchange(self, comm, x_local, label="spmm-1d-aware:exchange", xp=np):
+        """Send the planned rows of ``x_local``; return ``[x_local; received]``.
 
-        The result is the next SpMM's dense operand, so it starts on a cache
-        line (:func:`~spgnn.local.alloc.empty`; why: kernels/README.md).
+        ``x_local`` is an array of module ``xp`` (numpy, or CuPy: the
+        communicator moves device rows, :mod:`spgnn.comm.device`).  On the
+        host the result is the next SpMM's dense operand, so it starts on a
+        cache line (:func:`~spgnn.local.alloc.empty`; why: kernels/README.md).
         """
         width = int(np.prod(x_local.shape[1:], dtype=np.int64))
-        got = comm.alltoallv(np.ascontiguousarray(x_local[self.send_rows]), self.send_counts,
+        rows = self.send_rows
+        if xp is not np:                      # the row ids, copied to the device once
+            rows = self.__dict__.get("_dev_rows")
+            if rows is None:
+                rows = self._dev_rows = xp.asarray(self.send_rows)
+        got = comm.alltoallv(xp.ascontiguousarray(x_local[rows]), self.send_counts,
                              self.recv_counts, label=label,
                              split=self.max_rows * width > comm.max_count)
+        if xp is not np:
+            return xp.concatenate([x_local, got], axis=0)
         out = empty_output((x_local.shape[0] + got.shape[0],) + x_local.shape[1:], x_local.dtype)
         return np.concatenate([x_local, got], axis=0, out=out)

@@ -110,9 +110,9 @@ def _spmm_1d(A, X, semiring):
     be = A.backend
     # Every rank knows the row split of X: no counts exchange needed.
     counts = np.diff(np.asarray(X.layout.offsets(X.grid, X.shape[0], 0)))
-    x_full = comm.allgatherv(np.ascontiguousarray(be.to_host(X.local)), counts,
-                             label="spmm-1d:allgather")
-    return row_split_result(A, X, be.spmm(A.local, be.from_host(x_full), semiring))
+    # X.local may live on the device: the communicator moves it (staged or CUDA-aware)
+    x_full = comm.allgatherv(be.xp.ascontiguousarray(X.local), counts, label="spmm-1d:allgather")
+    return row_split_result(A, X, be.spmm(A.local, x_full, semiring))
 
 
 def _spmm_1d_aware(A, X, semiring, aggregation="post", codec=None):
@@ -133,8 +133,8 @@ def _spmm_1d_aware(A, X, semiring, aggregation="post", codec=None):
     plan = ExchangePlan.for_spmm_1d(A, X)
     comm = A.grid.comm(*A.layout.rows)
     be = A.backend
-    x_ext = plan.exchange(comm, np.asarray(be.to_host(X.local)))
-    return row_split_result(A, X, be.spmm(plan.compact, be.from_host(x_ext), semiring))
+    x_ext = plan.exchange(comm, X.local, xp=be.xp)
+    return row_split_result(A, X, be.spmm(plan.compact, x_ext, semiring))
 
 
 #: Every SpMM algorithm by name: the registry ``spmm(algorithm=...)`` looks up.

@@ -185,8 +185,8 @@ def spmm_15d_aware(A, X, semiring):
         plan = ExchangePlan.build(comm, local, c0, xoff, A.backend, label="spmm-15d-aware:plan")
         A.cache[key] = plan
     be = A.backend
-    x_ext = plan.exchange(comm, np.asarray(be.to_host(X.local)), label="spmm-15d-aware:exchange")
-    y = be.spmm(plan.compact, be.from_host(x_ext), partial_semiring(semiring))
+    x_ext = plan.exchange(comm, X.local, label="spmm-15d-aware:exchange", xp=be.xp)
+    y = be.spmm(plan.compact, x_ext, partial_semiring(semiring))
     return _finish(A, X, C, y, semiring, local, c0, c1)
 
 
@@ -204,17 +204,18 @@ def spmm_15d(A, X, semiring):
     comm = A.grid.comm(*R)
     be = A.backend
     xoff = X.layout.offsets(A.grid, X.shape[0], 0)
-    xl = np.asarray(be.to_host(X.local))
+    xl, xp = X.local, be.xp                  # a device block: the bcasts move device rows
     f = X.shape[1]
-    slab = empty_output((c1 - c0, f), xl.dtype)  # the SpMM operand: cache-line aligned
+    # the SpMM operand: cache-line aligned on the host
+    slab = empty_output((c1 - c0, f), xl.dtype) if xp is np else xp.empty((c1 - c0, f), xl.dtype)
     for q in range(len(xoff) - 1):            # stage t of Algorithm 2's outer loop
         a0, a1 = max(xoff[q], c0), min(xoff[q + 1], c1)
         if a1 <= a0:
             continue
         if q == comm.rank:
-            piece = np.ascontiguousarray(xl[a0 - xoff[q]:a1 - xoff[q]])
+            piece = xp.ascontiguousarray(xl[a0 - xoff[q]:a1 - xoff[q]])
         else:
-            piece = np.empty((a1 - a0, f), dtype=xl.dtype)
+            piece = xp.empty((a1 - a0, f), dtype=xl.dtype)
         slab[a0 - c0:a1 - c0] = comm.bcast(piece, root=q, label="spmm-15d:bcast")
-    y = be.spmm(local, be.from_host(slab), partial_semiring(semiring))
+    y = be.spmm(local, slab, partial_semiring(semiring))
     return _finish(A, X, C, y, semiring, local, c0, c1)

@@ -53,8 +53,8 @@ def finish_partials(A, local, y, semiring, comm, label, key, count_comm):
     """
     be = A.backend
     if comm is not None and comm.size > 1:
-        host = np.ascontiguousarray(be.to_host(y))
-        y = be.from_host(comm.allreduce(host, op=semiring.add.name, label=f"{label}:allreduce"))
+        y = comm.allreduce(be.xp.ascontiguousarray(y), op=semiring.add.name,
+                           label=f"{label}:allreduce")
     if semiring.row_mean:
         counts = A.cache.get(key)
         if counts is None:

@@ -56,6 +56,7 @@ minibatch.
 
 import numpy as np
 
+from ..backends import get_backend
 from ..comm import solo_communicator
 from ..core.dense_ops import matmul as dense_matmul
 from ..core.dist_dense import DistDenseMatrix
@@ -254,7 +255,10 @@ class Context:
         if not self.is_3d:
             if isinstance(H, SparseBackedMatrix):       # sparse features: O(nnz * m)
                 return H.like(H.matmul_local(W.value), shape=(H.shape[0], W.shape[1]))
-            return H.like(H.backend.matmul(H.local, W.value), shape=(H.shape[0], W.shape[1]))
+            # parameters live on the host (small; the optimizer is numpy): copy W to the
+            # backend's device for the product (a no-op on CPU backends)
+            return H.like(H.backend.matmul(H.local, H.backend.from_host(W.value)),
+                          shape=(H.shape[0], W.shape[1]))
         return dense_matmul(H, W.as_dist(H.backend))
 
     def _full_weight_block(self, W):
@@ -278,10 +282,12 @@ class Context:
                                     f"fit W.shape={W.shape}")
         W._require_placed("matmul_transpose")
         if not self.is_3d:
-            return G.like(G.backend.matmul(G.local, W.value.T), shape=(G.shape[0], W.shape[0]))
+            return G.like(G.backend.matmul(G.local, G.backend.from_host(W.value.T)),
+                          shape=(G.shape[0], W.shape[0]))
         full, c, csplits = self._full_weight_block(W)
         t = W.layout.cols[0]
-        wt = DistDenseMatrix(np.ascontiguousarray(full.T), (W.shape[1], W.shape[0]), self.grid,
+        wt = DistDenseMatrix(G.backend.from_host(np.ascontiguousarray(full.T)),
+                             (W.shape[1], W.shape[0]), self.grid,
                              Layout(t, c, row_splits=W.layout.col_splits, col_splits=csplits),
                              backend=G.backend)
         return dense_matmul(G, wt)
@@ -305,7 +311,8 @@ class Context:
         if isinstance(H, SparseBackedMatrix):
             part = H.t_matmul_local(G.local)
         else:
-            part = np.ascontiguousarray(H.local.T @ G.local)
+            # computed where H lives, reduced and kept on the host with W
+            part = np.ascontiguousarray(H.backend.to_host(H.local.T @ G.local))
         axes = H.layout.rows
         comm = self.grid.comm(*axes) if axes else None
         if self.is_3d and len(W.layout.rows) == 2:
@@ -329,7 +336,7 @@ class Context:
     def add_bias(self, Q, b):
         """``Q + b`` (b a ``(1, m)`` Parameter, placed like Q's columns). Local."""
         self._place_bias(b, Q)
-        return Q.like(Q.local + b.value)
+        return Q.like(Q.local + Q.backend.from_host(b.value))
 
     def scale_columns(self, Q, g):
         """``Q * g`` (g a ``(1, m)`` Parameter, placed like a bias). Local.
@@ -343,7 +350,7 @@ class Context:
     def bias_grad(self, G, b):
         """Accumulate the column sums of ``G`` into ``b.grad``. Collective over G's row axes."""
         b._require_placed("bias_grad")
-        part = np.ascontiguousarray(G.local.sum(axis=0, keepdims=True))
+        part = np.ascontiguousarray(G.backend.to_host(G.local.sum(axis=0, keepdims=True)))
         axes = G.layout.rows
         if axes and self.grid.comm(*axes).size > 1:
             part = self.grid.comm(*axes).allreduce(part, label="gnn:grad-allreduce-db")
@@ -560,18 +567,22 @@ class GraphContext(Context):
         logits' layout, complete on every replica.
         """
         nodes, kw = self._loss_args(logits)
-        loss, grad, acc = F.softmax_cross_entropy(logits.local, nodes["label"], nodes[which], **kw)
-        return loss, logits.like(grad), acc
+        # logits are n x classes: the loss runs on the host, its gradient goes back
+        be = logits.backend
+        loss, grad, acc = F.softmax_cross_entropy(be.to_host(logits.local), nodes["label"],
+                                                  nodes[which], **kw)
+        return loss, logits.like(be.from_host(grad)), acc
 
     def scores(self, logits, which=("train", "val", "test")):
         """``{mask: (loss, accuracy, count)}`` for several masks, one reduction. Collective."""
         nodes, kw = self._loss_args(logits)
-        return F.masked_scores(logits.local, nodes["label"], {w: nodes[w] for w in which}, **kw)
+        return F.masked_scores(logits.backend.to_host(logits.local), nodes["label"],
+                               {w: nodes[w] for w in which}, **kw)
 
     def predict(self, logits):
         """Predicted class of every node, in the ORIGINAL node order, on every rank. Collective."""
         nodes, kw = self._loss_args(logits)
-        pred = F.predictions(logits.local, kw["col_start"], kw["class_comm"])
+        pred = F.predictions(logits.backend.to_host(logits.local), kw["col_start"], kw["class_comm"])
         lay = logits.layout
         P = DistDenseMatrix(pred[:, None].astype(np.int64), (logits.shape[0], 1), self.grid,
                             Layout(lay.rows, row_splits=lay.row_splits), backend=logits.backend)
@@ -625,8 +636,9 @@ class BlockContext(Context):
             raise DTypeError(f"BlockContext.input: expected a 2-D float array, but got "
                              f"{x.dtype} of shape {x.shape}")
         x = np.ascontiguousarray(x, dtype=self.dtype)
-        return DistDenseMatrix(x, x.shape, local_grid(), Layout(),
-                               backend=self.blocks[0].backend if self.blocks else self.backend)
+        be = self.blocks[0].backend if self.blocks else get_backend(self.backend)
+        # a device backend computes the minibatch on the device: one copy of its input rows
+        return DistDenseMatrix(be.from_host(x), x.shape, local_grid(), Layout(), backend=be)
 
     def _block(self, hop, H, what, rows_of="num_src"):
         if not 0 <= hop < len(self.blocks):
@@ -646,12 +658,12 @@ class BlockContext(Context):
     def propagate(self, H, hop=0):
         """``M·H``: the mean over each destination's sampled neighbours (0 for none). Local."""
         op = self._block(hop, H, "propagate")
-        return self._local(H, np.asarray(op.aggregate(H.local)))
+        return self._local(H, op.aggregate(H.local))
 
     def propagate_transpose(self, G, hop=0):
         """``Mᵀ·G``: the backward of :meth:`propagate`. Local."""
         op = self._block(hop, G, "propagate_transpose", "num_dst")
-        return self._local(G, np.asarray(op.aggregate_t(G.local)))
+        return self._local(G, op.aggregate_t(G.local))
 
     def root(self, H, hop=0):
         """The rows of the hop's destination vertices among its sources. Local."""
@@ -661,11 +673,13 @@ class BlockContext(Context):
     def root_transpose(self, G, hop=0, into=None):
         """``G``'s rows added into the destinations' source rows of ``into``. Local."""
         op = self._block(hop, G, "root_transpose", "num_dst")
+        xp = G.backend.xp
         if into is None:
-            out = np.zeros((op.num_src, G.shape[1]), dtype=G.dtype)
+            out = xp.zeros((op.num_src, G.shape[1]), dtype=G.dtype)
         else:
             out = into.local
-        np.add.at(out, op.self_index, G.local)
+        idx = op.self_index if xp is np else xp.asarray(op.self_index)
+        xp.add.at(out, idx, G.local)
         return self._local(G, out)
 
     def _dropout_keys(self, key):
@@ -684,9 +698,10 @@ class BlockContext(Context):
         """
         if self.labels is None:
             raise ValueError("BlockContext.loss: the context was made without labels")
-        z = np.asarray(logits.local, dtype=np.float64)
+        z = np.asarray(logits.backend.to_host(logits.local), dtype=np.float64)
         if self.labels.shape != (z.shape[0],):
             raise DimensionMismatch(f"BlockContext.loss: {z.shape[0]} logit rows but "
                                     f"{self.labels.size} labels")
         loss, grad, correct = F.softmax_cross_entropy(z, self.labels, None, reduction="sum")
-        return loss, logits.like(grad.astype(logits.dtype, copy=False)), correct
+        return loss, logits.like(logits.backend.from_host(grad.astype(logits.dtype, copy=False))), \
+            correct

@@ -20,6 +20,7 @@ keeps the replicas identical.
 
 import numpy as np
 
+from ..backends import get_backend
 from ..core.dist_dense import DistDenseMatrix
 from ..errors import DimensionMismatch, DTypeError, LayoutMismatch
 from ..layout import Layout
@@ -133,9 +134,15 @@ class Parameter:
             self.grad[...] = 0
 
     def as_dist(self, backend=None) -> DistDenseMatrix:
-        """The value as a :class:`DistDenseMatrix` on its grid (no copy). Local."""
+        """The value as a :class:`DistDenseMatrix` on its grid. Local.
+
+        No copy on a CPU backend; a device backend gets a device copy (the
+        value itself stays on the host, with the optimizer).
+        """
         self._require_placed("as_dist")
-        return DistDenseMatrix(self.value, self.shape, self.grid, self.layout, backend=backend)
+        be = get_backend(backend)
+        return DistDenseMatrix(be.from_host(self.value), self.shape, self.grid, self.layout,
+                               backend=be)
 
     def to_global(self):
         """The whole matrix on every rank. Collective over the parameter's grid."""
