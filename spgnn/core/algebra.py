@@ -393,5 +393,5 @@ def _positions(wanted, have):
 
 
 
-for _fn in (ewise_add, ewise_mult, apply, select):
+for _fn in (ewise_add, ewise_mult, apply, select, extract):
     dispatch.register(_fn.__name__, _fn)
