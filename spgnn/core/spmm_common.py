@@ -54,7 +54,7 @@ def finish_partials(A, local, y, semiring, comm, label, key, count_comm):
     be = A.backend
     if comm is not None and comm.size > 1:
         host = np.ascontiguousarray(be.to_host(y))
-        y = be.from_host(comm.allreduce(host, op=semiring.add.name, label=f"{label}:allreduce"))
+        y = be.from_host(_reduce_partials(comm, host, semiring.add, be, label))
     if semiring.row_mean:
         counts = A.cache.get(key)
         if counts is None:
@@ -65,3 +65,28 @@ def finish_partials(A, local, y, semiring, comm, label, key, count_comm):
         div = np.where(counts > 0, counts, 1).astype(y.dtype)
         y = y / be.from_host(div[:, None])
     return y
+
+
+def _reduce_partials(comm, host, monoid, be, label):
+    """Combine the ranks' dense partial products with ``monoid``. Collective over ``comm``.
+
+    MPI monoids: one allreduce (label ``f"{label}:allreduce"``).  Others
+    (user-registered monoids, ``any``): one allgather (label
+    ``f"{label}:allgather"``) folded in rank order with the monoid's compiled
+    operator; a partial still holding the identity (no term on that rank)
+    is skipped, which changes nothing for a true monoid and keeps ``any``
+    from answering with the identity.
+    """
+    from .algebra import _MPI_MONOIDS
+    if monoid.name in _MPI_MONOIDS:
+        return comm.allreduce(host, op=monoid.name, label=f"{label}:allreduce")
+    parts = comm.allgather(host, label=f"{label}:allgather")
+    out = parts[0].copy()
+    op = monoid.op
+    for part in parts[1:]:
+        fresh = out == monoid.identity
+        both = ~fresh & (part != monoid.identity)
+        out[fresh] = part[fresh]
+        if both.any():
+            out[both] = be.map_binary(op, out[both], part[both])
+    return out
