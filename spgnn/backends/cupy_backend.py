@@ -185,6 +185,13 @@ class CupyBackend(Backend):
         m, n = a.shape[0], x.shape[1]
         if out is not None:
             V.check_out(out, (m, n), dt, "spmm", xp=xp)
+        if not semiring.builtin:
+            # GraphBLAS and user semirings have no CUDA kernel: the host backend computes them
+            y = xp.asarray(self._host_backend().spmm(self._host_csr(a), self.to_host(x), semiring))
+            if out is not None:
+                out[...] = y
+                return out
+            return y
         x = xp.ascontiguousarray(x, dtype=dt)
         plus_times = semiring.add.name == "plus" and semiring.multiply == "times"
         if self.spmm_impl == "cusparse" and plus_times and m and n:
@@ -210,6 +217,10 @@ class CupyBackend(Backend):
         """``C.data[e] = a.data[e] (x) ((+)_k x[i, k] (x) y[j, k])`` on ``a``'s pattern. Local."""
         xp = self._xp
         x, y, semiring, dt = V.check_sddmm(a, x, y, semiring, xp=xp)
+        if not semiring.builtin:      # no CUDA kernel: the host backend computes it
+            got = self._host_backend().sddmm(self._host_csr(a), self.to_host(x), self.to_host(y),
+                                             semiring)
+            return LocalCSR(a.indptr, a.indices, xp.asarray(got.data), a.shape, check=None)
         out = xp.empty(a.nnz, dtype=dt)
         m = a.shape[0]
         if m and a.nnz:
