@@ -11,7 +11,8 @@ How: a *template* is an ordinary kernel module whose functions call the
 operators as module globals (e.g. ``ADD``, ``MUL``) and are
 ``njit(cache=True)``.  :func:`specialise` copies the template's source into a
 cache directory as ``<template>_<key>.py``, where ``key`` hashes the
-template's source, every bound operator's :func:`fingerprint` (its code,
+template's source, the sources of its package (the helpers it calls are
+compiled into it), every bound operator's :func:`fingerprint` (its code,
 constants, closure values and the globals it reads, recursively), and the
 Python and numba versions; imports that copy as a new module; and binds the
 operators (numba-compiled, inlined) as its globals.  Numba's cache keys a
@@ -154,6 +155,25 @@ def _template_source(template):
     return "".join(lines)
 
 
+_PACKAGE_DIGESTS = {}
+
+
+def _package_digest(template):
+    """A digest of every module of the template's package: the kernels it imports (``_ops``
+    helpers, ...) are compiled into the cached code, and numba would not notice them change."""
+    folder = os.path.dirname(os.path.abspath(template.__file__))
+    got = _PACKAGE_DIGESTS.get(folder)
+    if got is None:
+        h = hashlib.sha256()
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                h.update(name.encode())
+                with open(os.path.join(folder, name), "rb") as fh:
+                    h.update(fh.read())
+        got = _PACKAGE_DIGESTS[folder] = h.digest()
+    return got
+
+
 def _write_once(path, text):
     """Create ``path`` holding ``text`` unless it exists (atomic: a racing writer's file wins)."""
     if os.path.exists(path):
@@ -181,6 +201,7 @@ def specialise(template, **ops):
             return got[0]
         src = _template_source(template)
         h = hashlib.sha256(src.encode())
+        h.update(_package_digest(template))
         h.update(repr((sys.version_info[:3], numba.__version__, np.__version__)).encode())
         try:
             for k in sorted(ops):
