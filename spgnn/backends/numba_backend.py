@@ -46,6 +46,12 @@ def _kernels():
     return _K
 
 
+def _generic():
+    """The kernels specialised on a semiring's operators (SpMM/SDDMM beyond the op codes)."""
+    from .._kernels.numba import semiring_generic
+    return semiring_generic
+
+
 def _nparts(k):
     """Row chunks per parallel kernel: a few per thread, for load balance."""
     return 4 * k["numba"].get_num_threads()
@@ -168,7 +174,7 @@ class NumbaBackend(Backend):
         y = out if direct else empty((m, n), dt)
         if not semiring.builtin:
             # GraphBLAS and user semirings: the kernel specialised on the operators
-            kern = self._generic(semiring).spmm_kernel(*self._semiring_funcs(semiring))
+            kern = _generic().spmm_kernel(*self._semiring_funcs(semiring))
             with _threads(k, a.nnz * n + m * n):
                 kern(a.indptr, a.indices, data, x, dt.type(semiring.add.identity), _nparts(k), y)
             if out is not None and not direct:
@@ -320,11 +326,6 @@ class NumbaBackend(Backend):
         """``(add, mul)``: the semiring's operators compiled (for the generic kernels)."""
         return self._compiled(semiring.add.op.func), self._compiled(_mul_func(semiring))
 
-    @staticmethod
-    def _generic(semiring):
-        from .._kernels.numba import semiring_generic
-        return semiring_generic
-
     def spgemm_masked(self, a, b, semiring, mask=None, *, structure=False, complement=False):
         """Mask-driven masked SpGEMM (:mod:`spgnn._kernels.numba.masked`): symbolic then numeric."""
         V.check_spgemm(a, b, "spgemm_masked")
@@ -409,7 +410,7 @@ class NumbaBackend(Backend):
         k = _kernels()
         out_data = empty(a.nnz, dt)
         if not semiring.builtin:
-            kern = self._generic(semiring).sddmm_kernel(*self._semiring_funcs(semiring))
+            kern = _generic().sddmm_kernel(*self._semiring_funcs(semiring))
             with _threads(k, a.nnz * x.shape[1]):
                 kern(a.indptr, a.indices, a.data.astype(dt, copy=False),
                      np.ascontiguousarray(x, dtype=dt), np.ascontiguousarray(y, dtype=dt),

@@ -67,7 +67,8 @@ def index_list(op, what, idx, extent):
     uniq, counts = np.unique(arr, return_counts=True)
     if uniq.size != arr.size:
         raise DimensionMismatch(f"{op}: {what} must not repeat an index (GraphBLAS leaves the "
-                                f"result undefined), but got repeated {uniq[counts > 1][:8].tolist()}")
+                                f"result undefined), but got repeated "
+                                f"{uniq[counts > 1][:8].tolist()}")
     return arr
 
 
