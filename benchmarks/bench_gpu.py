@@ -6,8 +6,10 @@ torch with CUDA is optional.  Prints ratios vs cuSPARSE and writes JSON::
     python benchmarks/bench_gpu.py [--n 200000] [--deg 16] [--f 16 64 256] [--out FILE]
 
 Timing: CUDA events around ``--reps`` calls after ``--warmup`` calls, median.
-SpGEMM and a GCN epoch vs PyG are not benchmarked: SpGEMM has no CUDA kernel
-yet (host round trip) and a GPU GCN epoch needs the GPU communicator path.
+SpGEMM (``A @ A`` on a ``--spgemm-n`` graph, hash-per-row kernel vs cuSPARSE
+through cupyx) and transposition are timed once per run (not yet run on a
+device).  A GCN epoch vs PyG is not benchmarked: a GPU GCN epoch needs the GPU
+communicator path.
 """
 
 import argparse
@@ -39,6 +41,7 @@ def main(argv=None):
     ap.add_argument("--f", type=int, nargs="+", default=[16, 64, 256])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--spgemm-n", type=int, default=50_000)
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     from spgnn.backends.cupy_backend import CupyBackend
@@ -78,6 +81,17 @@ def main(argv=None):
         r["spmm_kernel_vs_cusparse"] = r["spmm_cusparse_s"] / r["spmm_kernel_s"]
         rows.append(r)
         print(json.dumps(r))
+    b_sp = csp.random(args.spgemm_n, args.spgemm_n, density=args.deg / args.spgemm_n,
+                      format="csr", dtype=cupy.float32, random_state=2)
+    b = LocalCSR(b_sp.indptr, b_sp.indices, b_sp.data, b_sp.shape, check=None)
+    r = {"n": args.spgemm_n, "nnz": int(b_sp.nnz), "op": "spgemm A@A, transpose",
+         "spgemm_kernel_s": _time(lambda: ours.spgemm(b, b, "plus_times"), args.reps, args.warmup),
+         "spgemm_cusparse_s": _time(lambda: b_sp @ b_sp, args.reps, args.warmup),
+         "transpose_s": _time(lambda: ours.transpose(b), args.reps, args.warmup),
+         "transpose_cusparse_s": _time(lambda: b_sp.T.tocsr(), args.reps, args.warmup)}
+    r["spgemm_kernel_vs_cusparse"] = r["spgemm_cusparse_s"] / r["spgemm_kernel_s"]
+    rows.append(r)
+    print(json.dumps(r))
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"command": " ".join(sys.argv), "device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "rows": rows}, fh, indent=1)

@@ -23,7 +23,10 @@ communication (α–β per collective kind)
     of sent and received) the ledger's byte model for the slowest rank
     (:mod:`spgnn.comm.stats`): the 1D and 1.5D SpMMs are the planner's exact
     events (:func:`spgnn.planner.plan_spmm`, tested equal to the ledger);
-    3D is Plexus's closed form (:func:`spgnn.planner.comm_terms_3d`).
+    3D is spgnn's own 3D GCN epoch (:func:`spgnn.planner.plan_gcn_3d`, also
+    tested equal to the ledger; Plexus's closed form over-counted it ~3x).
+    With a rank-to-node mapping, groups spanning nodes use the inter-node
+    α–β (:meth:`Calibration.comm_seconds`).
 
 The epoch of a GCN layer ``l`` (``D → D'``, ``GCNConv(order="auto")``:
 transform first when ``D' < D``, so the SpMM width is ``min(D, D')``)::
@@ -50,15 +53,19 @@ from .comm.stats import allreduce_messages, model_allreduce
 from .errors import CalibrationError, GridError
 from .grid import AXES_3D, roles_for_layer, shapes_3d
 from .layout import block_offsets
-from .planner import comm_terms_3d, plan_spmm
+from .planner import gcn_3d_layers, plan_gcn_3d, plan_spmm
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "Step", "Prediction", "kind_of", "fit_nonneg",
            "fit_spmm", "fit_gemm", "fit_comm", "spmm_features", "gemm_features",
            "local_work", "predict_epoch", "candidate_configs", "rank_configs",
-           "default_calibration_path", "load_calibration", "FORMAT"]
+           "default_calibration_path", "load_calibration", "FORMAT", "FORMATS",
+           "axis_groups", "predict_spmm", "rank_spmm_configs"]
 
-#: ``format`` field of a calibration file.
-FORMAT = "spgnn-calibration/1"
+#: ``format`` field of a calibration file (written).  Version 2 added
+#: ``comm_inter`` and ``ranks_per_node``; version 1 files still load.
+FORMAT = "spgnn-calibration/2"
+#: Formats a calibration file may have.
+FORMATS = ("spgnn-calibration/1", FORMAT)
 
 #: Table rows a GEMM prediction interpolates between.
 GEMM_NEIGHBOURS = 4
@@ -124,21 +131,41 @@ class Calibration:
     gemm: tuple
     meta: dict = field(default_factory=dict)
     gemm_table: tuple = ()
+    #: α–β of collectives whose group spans several nodes (same kinds as ``comm``).
+    comm_inter: dict = None
+    #: Consecutive world ranks per node (rank ``r`` on node ``r // ranks_per_node``);
+    #: ``None``: one node, every collective uses ``comm``.
+    ranks_per_node: int = None
+
+    @staticmethod
+    def _check_comm(table, name):
+        if not isinstance(table, dict) or "default" not in table:
+            raise CalibrationError(f"calibration: {name} must map kinds to [alpha, beta] and hold "
+                                   f"'default', but got {table!r}")
+        out = {}
+        for kind, ab in table.items():
+            if kind not in KINDS:
+                raise CalibrationError(f"calibration: unknown collective kind {kind!r} in {name}; "
+                                       f"expected one of {KINDS}")
+            if not isinstance(ab, (list, tuple)) or len(ab) != 2:
+                raise CalibrationError(f"calibration: {name}[{kind!r}] must be [alpha, beta], "
+                                       f"but got {ab!r}")
+            out[kind] = _finite_nonneg(ab, f"{name}[{kind!r}]")
+        return out
 
     def __post_init__(self):
-        if not isinstance(self.comm, dict) or "default" not in self.comm:
-            raise CalibrationError(f"calibration: comm must map kinds to [alpha, beta] and hold "
-                                   f"'default', but got {self.comm!r}")
-        comm = {}
-        for kind, ab in self.comm.items():
-            if kind not in KINDS:
-                raise CalibrationError(f"calibration: unknown collective kind {kind!r}; expected "
-                                       f"one of {KINDS}")
-            if not isinstance(ab, (list, tuple)) or len(ab) != 2:
-                raise CalibrationError(f"calibration: comm[{kind!r}] must be [alpha, beta], but "
-                                       f"got {ab!r}")
-            comm[kind] = _finite_nonneg(ab, f"comm[{kind!r}]")
-        object.__setattr__(self, "comm", comm)
+        object.__setattr__(self, "comm", self._check_comm(self.comm, "comm"))
+        if self.comm_inter is not None:
+            object.__setattr__(self, "comm_inter", self._check_comm(self.comm_inter, "comm_inter"))
+        if self.ranks_per_node is not None:
+            rpn = self.ranks_per_node
+            if isinstance(rpn, bool) or not isinstance(rpn, (int, np.integer)) or rpn < 1:
+                raise CalibrationError(f"calibration: ranks_per_node must be an int >= 1, but "
+                                       f"got {rpn!r}")
+            if self.comm_inter is None:
+                raise CalibrationError("calibration: ranks_per_node needs comm_inter (the "
+                                       "inter-node [alpha, beta] per kind)")
+            object.__setattr__(self, "ranks_per_node", int(rpn))
         for name, size in (("spmm", 5), ("gemm", 3)):
             value = getattr(self, name)
             if not isinstance(value, (list, tuple)) or len(value) != size:
@@ -157,9 +184,54 @@ class Calibration:
             table.append((m, k, n, t))
         object.__setattr__(self, "gemm_table", tuple(table))
 
-    def comm_seconds(self, op, messages, nbytes):
-        alpha, beta = self.comm.get(kind_of(op), self.comm["default"])
-        return alpha * messages + beta * nbytes
+    def with_nodes(self, ranks_per_node, comm_inter=None):
+        """A copy with a rank-to-node mapping (and inter-node α–β, default: this one's). Pure."""
+        import dataclasses
+
+        return dataclasses.replace(self, ranks_per_node=ranks_per_node,
+                                   comm_inter=self.comm_inter if comm_inter is None
+                                   else comm_inter)
+
+    def comm_seconds(self, op, messages, nbytes, groups=None):
+        """Seconds of a collective: ``α·messages + β·bytes``. Pure.
+
+        Without ``groups`` (or without a node mapping): the kind's intra-node
+        ``comm`` α–β, elementwise over ``messages`` and ``nbytes`` (scalars
+        or arrays).  With ``groups`` (a sequence of equal-length sequences of
+        world ranks: the groups that run this collective at the same time,
+        e.g. every x-line of a 3D grid) and ``ranks_per_node``: returns an
+        array indexed by world rank (``messages``, ``nbytes``: scalars or
+        arrays indexed by world rank).  A group inside one node uses
+        ``comm``; a group spanning nodes uses ``comm_inter`` with its β
+        multiplied by its contention: the most crossing groups that have a
+        member on one of its nodes (they share that node's links).  On a
+        Plexus grid this is its ``β_inter / min(G_node, P_a)`` (report §3.2).
+        """
+        kind = kind_of(op)
+        alpha, beta = self.comm.get(kind, self.comm["default"])
+        if groups is None or self.ranks_per_node is None:
+            return alpha * messages + beta * nbytes
+        g = np.asarray(groups, dtype=np.int64)
+        if g.ndim != 2:
+            raise GridError(f"comm_seconds: groups must be equal-length rank lists, but got "
+                            f"shape {g.shape}")
+        nodes = g // self.ranks_per_node
+        crosses = nodes.min(axis=1) != nodes.max(axis=1)
+        # contention: crossing groups per node, then the worst node of each group
+        pairs = {(int(nd), k) for k in np.flatnonzero(crosses) for nd in nodes[k]}
+        per_node = {}
+        for nd, _ in pairs:
+            per_node[nd] = per_node.get(nd, 0) + 1
+        size = int(g.max(initial=-1)) + 1
+        a = np.full(size, alpha)
+        b = np.full(size, beta)
+        ai, bi = self.comm_inter.get(kind, self.comm_inter["default"])
+        for k in np.flatnonzero(crosses):
+            a[g[k]] = ai
+            b[g[k]] = bi * max(per_node[int(nd)] for nd in nodes[k])
+        m = np.broadcast_to(np.asarray(messages, dtype=np.float64), (size,))
+        v = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), (size,))
+        return a * m + b * v
 
     def spmm_seconds(self, m, nnz, f):
         return float(np.dot(self.spmm, spmm_features(m, nnz, f)))
@@ -178,22 +250,32 @@ class Calibration:
         return float(max(2.0 * m * k * n / rate, table[:, 3].min()))
 
     def to_dict(self):
-        return {"format": FORMAT, "comm": {k: list(v) for k, v in self.comm.items()},
-                "spmm": list(self.spmm), "gemm": list(self.gemm),
-                "gemm_table": [list(r) for r in self.gemm_table], "meta": dict(self.meta)}
+        out = {"format": FORMAT, "comm": {k: list(v) for k, v in self.comm.items()},
+               "spmm": list(self.spmm), "gemm": list(self.gemm),
+               "gemm_table": [list(r) for r in self.gemm_table], "meta": dict(self.meta)}
+        if self.comm_inter is not None:
+            out["comm_inter"] = {k: list(v) for k, v in self.comm_inter.items()}
+        if self.ranks_per_node is not None:
+            out["ranks_per_node"] = self.ranks_per_node
+        return out
 
     @classmethod
     def from_dict(cls, d, source="calibration"):
-        if not isinstance(d, dict) or d.get("format") != FORMAT:
+        if not isinstance(d, dict) or d.get("format") not in FORMATS:
             got = d.get("format") if isinstance(d, dict) else type(d).__name__
-            raise CalibrationError(f"{source}: expected a JSON object with format {FORMAT!r}, but "
-                                   f"got {got!r}")
+            raise CalibrationError(f"{source}: expected a JSON object with format {FORMAT!r} "
+                                   f"(or {FORMATS[0]!r}), but got {got!r}")
         missing = [k for k in ("comm", "spmm", "gemm") if k not in d]
         if missing:
             raise CalibrationError(f"{source}: missing {missing}")
+        extra = [k for k in ("comm_inter", "ranks_per_node") if k in d]
+        if extra and d["format"] == FORMATS[0]:
+            raise CalibrationError(f"{source}: {extra} need format {FORMAT!r}, but the file says "
+                                   f"{FORMATS[0]!r}")
         try:
             return cls(d["comm"], d["spmm"], d["gemm"], dict(d.get("meta") or {}),
-                       tuple(d.get("gemm_table") or ()))
+                       tuple(d.get("gemm_table") or ()), d.get("comm_inter"),
+                       d.get("ranks_per_node"))
         except CalibrationError as e:
             raise CalibrationError(f"{source}: {e}") from None
 
@@ -400,33 +482,47 @@ def local_work(a, algorithm, ranks, *, offsets=None, replication=1, grid=None, l
     return np.repeat(np.diff(off), c), z.ravel()
 
 
-def _comm_steps(plan, cal, layer, phase):
+def axis_groups(shape, names, axes):
+    """World ranks of every group along ``axes`` of a grid, one row per group. Pure.
+
+    Ranks are row-major over ``shape`` (:mod:`spgnn.grid`: the last axis
+    varies fastest), so a group along the last axis is consecutive ranks.
+    """
+    shape, names = tuple(int(v) for v in shape), tuple(names)
+    keep = [names.index(a) for a in axes]
+    other = [k for k in range(len(shape)) if k not in keep]
+    idx = np.arange(int(np.prod(shape))).reshape(shape)
+    return np.transpose(idx, other + keep).reshape(-1, int(np.prod([shape[k] for k in keep])))
+
+
+def _comm_steps(plan, cal, layer, phase, shape, names):
     """One step per (op, label) of one SpMM: a rank's time is the sum over its calls.
 
     Summed per rank, not per planned event: the 1.5D broadcast stages of
     different process columns run at the same time, each rank taking part in
-    its column's stages only.
+    its column's stages only.  ``shape`` and ``names`` are the grid's (for
+    the groups of each event's axis: intra- or inter-node α–β).
     """
     groups = {}
     for e in plan.select("spmm"):
-        key = (e.op, e.label)
+        key = (e.op, e.label, e.axis)
         b, m = groups.get(key, (0, 0))
         groups[key] = (b + np.maximum(e.sent, e.recv), m + e.messages)
     out = []
-    for (op, label), (b, m) in groups.items():
-        t = cal.comm_seconds(op, m, b)
+    for (op, label, axis), (b, m) in groups.items():
+        t = cal.comm_seconds(op, m, b, axis_groups(shape, names, axis))
         out.append(Step(layer, phase, label, op, float(np.max(t, initial=0.0)),
                         int(b.max(initial=0)), int(m.max(initial=0)), b, m))
     return out
 
 
-def _allreduce_step(cal, layer, phase, name, elements, p, itemsize, group_of):
-    """An all-reduce of ``elements`` over groups of ``p`` ranks; ``group_of[r]`` is rank r's index."""
+def _allreduce_step(cal, layer, phase, name, elements, p, itemsize, group_of, groups):
+    """An all-reduce of ``elements`` over ``groups`` of ``p`` ranks; ``group_of[r]`` is rank r's index."""
     if p <= 1 or elements == 0:
         return []
     b = np.array([model_allreduce(int(elements), itemsize, p, int(i))[0] for i in group_of])
     m = np.full(len(group_of), allreduce_messages(p), dtype=np.int64)
-    t = cal.comm_seconds("allreduce", m, b)
+    t = cal.comm_seconds("allreduce", m, b, groups)
     return [Step(layer, phase, name, "allreduce", float(t.max()), int(b.max()), int(m.max()),
                  b, m)]
 
@@ -438,6 +534,7 @@ def _predict_rowwise(a, algorithm, ranks, dims, cal, offsets, c, itemsize):
     rows_t, nnz_t = local_work(at, algorithm, ranks, offsets=offsets, replication=c)
     n_r = int(rows.max(initial=0))
     plans = {}
+    shape, names = ((ranks // c, c), ("row", "layer")) if c > 1 else ((ranks,), ("row",))
 
     def plan(matrix, key, width):
         if (key, width) not in plans:
@@ -449,7 +546,8 @@ def _predict_rowwise(a, algorithm, ranks, dims, cal, offsets, c, itemsize):
     def spmm(layer, phase, transpose, width):
         r, z = (rows_t, nnz_t) if transpose else (rows, nnz)
         t = max(cal.spmm_seconds(int(ri), int(zi), width) for ri, zi in zip(r, z)) if len(r) else 0
-        steps = _comm_steps(plan(at if transpose else a, transpose, width), cal, layer, phase)
+        steps = _comm_steps(plan(at if transpose else a, transpose, width), cal, layer, phase,
+                            shape, names)
         return steps + [Step(layer, phase, "spmm" + ("-t" if transpose else ""), "compute", t)]
 
     def gemm(layer, phase, name, m, k, n):
@@ -467,7 +565,8 @@ def _predict_rowwise(a, algorithm, ranks, dims, cal, offsets, c, itemsize):
             steps += spmm(layer, "backward", True, width)
         steps += gemm(layer, "backward", "dW", d_in, n_r, d_out)
         steps += _allreduce_step(cal, layer, "backward", "allreduce dW", d_in * d_out,
-                                 ranks // c, itemsize, np.arange(ranks) // c)
+                                 ranks // c, itemsize, np.arange(ranks) // c,
+                                 axis_groups(shape, names, ("row",)))
         if layer > 0:
             steps += gemm(layer, "backward", "dX", n_r, d_out, d_in)
             if not first:
@@ -476,32 +575,46 @@ def _predict_rowwise(a, algorithm, ranks, dims, cal, offsets, c, itemsize):
 
 
 def _predict_3d(a, ranks, dims, cal, grid, itemsize):
-    """3D: Plexus's closed-form steps (comm_terms_3d) and the local kernels of every layer."""
+    """3D: spgnn's exact epoch events (:func:`plan_gcn_3d`) and the local kernels of every layer.
+
+    The kernels follow the same layouts (:func:`gcn_3d_layers`): the SpMM
+    on Â's ``(d, o)`` block (even splits) at width ``width / G_i``, forward
+    and, except on a first layer that aggregates first, backward (the
+    transposed block); the GEMMs on ``(n/G_r) × (D/G_c) × (D'/G_t)``.
+    """
     g = dict(zip(AXES_3D, grid))
     n = a.shape[0]
     steps = []
-    terms = comm_terms_3d(n, dims, grid, shard_input=False)    # DistGraph.from_graph default
-    for layer, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
-        o, i, d = roles_for_layer(layer)
-        rows, nnz = local_work(a, "3d", ranks, grid=grid, layer=layer)
-        n_r, w_i, w_o = math.ceil(n / g[d]), math.ceil(d_in / g[i]), math.ceil(d_out / g[o])
-        spmm_t = max(cal.spmm_seconds(int(r), int(z), w_i) for r, z in zip(rows, nnz))
-        for phase in ("forward", "backward"):
-            for (lay, ph, name, axis, elements) in terms:
-                if lay != layer or ph != phase:
-                    continue
-                p_axis = g[axis]
-                op = name.split()[0]
-                nbytes = math.ceil(elements) * itemsize
-                msgs = (allreduce_messages(p_axis) if op == "allreduce"
-                        else (p_axis - 1)) if nbytes else 0
-                steps.append(Step(layer, phase, name, op,
-                                  cal.comm_seconds(op, msgs, nbytes), nbytes, msgs))
-            steps.append(Step(layer, phase, "spmm", "compute", spmm_t))
-            steps.append(Step(layer, phase, "H W" if phase == "forward" else "dX", "compute",
-                              cal.gemm_seconds(n_r, w_i, w_o, itemsize)))
+    events = plan_gcn_3d(n, dims, grid, itemsize=itemsize)
+    comm = {}
+    for layer, phase, e in events:
+        b = np.maximum(e.sent, e.recv)
+        t = np.asarray(cal.comm_seconds(e.op, e.messages, b, axis_groups(grid, AXES_3D, e.axis)),
+                       dtype=np.float64)
+        comm.setdefault((layer, phase), []).append(
+            Step(layer, phase, e.label, e.op, float(t.max(initial=0.0)), int(b.max(initial=0)),
+                 int(e.messages.max(initial=0)), b, e.messages))
+    for layer, info in enumerate(gcn_3d_layers(dims)):
+        d_in, d_out = dims[layer], dims[layer + 1]
+        o, i, d = info["prop"]
+        r, c, t = info["mm"]
+        z = _block_nnz(a, block_offsets(n, g[d]), block_offsets(n, g[o])).ravel()
+        rows_d, rows_o = math.ceil(n / g[d]), math.ceil(n / g[o])
+        width = math.ceil(info["width"] / g[i])
+        spmm_f = max(cal.spmm_seconds(rows_d, int(v), width) for v in z)
+        spmm_b = max(cal.spmm_seconds(rows_o, int(v), width) for v in z)
+        m, k, nn = math.ceil(n / g[r]), math.ceil(d_in / g[c]), math.ceil(d_out / g[t])
+        steps += comm.get((layer, "forward"), [])
+        steps += [Step(layer, "forward", "spmm", "compute", spmm_f),
+                  Step(layer, "forward", "H W", "compute", cal.gemm_seconds(m, k, nn, itemsize))]
+        steps += comm.get((layer, "backward"), [])
         steps.append(Step(layer, "backward", "dW", "compute",
-                          cal.gemm_seconds(w_i, n_r, w_o, itemsize)))
+                          cal.gemm_seconds(k, m, nn, itemsize)))
+        if layer > 0:
+            steps.append(Step(layer, "backward", "dX", "compute",
+                              cal.gemm_seconds(m, nn, k, itemsize)))
+        if layer > 0 or info["first"]:
+            steps.append(Step(layer, "backward", "spmm-t", "compute", spmm_b))
     return steps
 
 
@@ -565,5 +678,59 @@ def rank_configs(a, ranks, dims, cal=DEFAULT_CALIBRATION, *, configs=None, offse
         ap, off = offsets_for(blocks) if offsets_for else (a, None)
         preds.append(predict_epoch(ap, algo, ranks, dims, cal, offsets=off, replication=c,
                                    itemsize=itemsize))
+    order = sorted(range(len(preds)), key=lambda k: (preds[k].seconds, k))
+    return [preds[k] for k in order]
+
+
+def predict_spmm(a, algorithm, ranks, feat, cal=DEFAULT_CALIBRATION, *, offsets=None,
+                 replication=1, grid=None, itemsize=4):
+    """The :class:`Prediction` of one ``Y = A X`` (X ``n × feat``), as ``spgnn spmm`` runs it. Pure.
+
+    Its steps: the planner's exact events of one multiply (setup excluded;
+    3d: layer 0's roles with X row-sharded over z, :func:`plan_spmm`) and
+    the slowest rank's local SpMM.
+    """
+    ranks, feat = int(ranks), int(feat)
+    c = int(replication) if algorithm.startswith("15d") else 1
+    extra = {}
+    if algorithm == "3d":
+        if grid is None or len(grid) != 3 or int(np.prod(grid)) != ranks:
+            raise GridError(f"predict_spmm: 3d needs grid=(X, Y, Z) with product {ranks}, but "
+                            f"got {grid}")
+        grid = tuple(int(v) for v in grid)
+        extra = {"grid": grid, "shard_input": True}
+        shape, names = grid, AXES_3D
+        rows, nnz = local_work(a, "3d", ranks, grid=grid, layer=0)
+        width = math.ceil(feat / grid[1])                      # X's columns split over y
+    else:
+        if c < 1 or ranks % c:
+            raise GridError(f"predict_spmm: replication c={c} must divide ranks={ranks}")
+        if c > 1:
+            extra = {"replication": c}
+        shape, names = ((ranks // c, c), ("row", "layer")) if c > 1 else ((ranks,), ("row",))
+        rows, nnz = local_work(a, algorithm, ranks, offsets=offsets, replication=c)
+        width = feat
+    plan = plan_spmm(a, algorithm, ranks, feat, offsets=offsets, itemsize=itemsize, **extra)
+    steps = _comm_steps(plan, cal, 0, "forward", shape, names)
+    t = max((cal.spmm_seconds(int(r), int(z), width) for r, z in zip(rows, nnz)), default=0.0)
+    steps.append(Step(0, "forward", "spmm", "compute", t))
+    return Prediction(algorithm, ranks, c, grid if algorithm == "3d" else None, steps)
+
+
+def rank_spmm_configs(a, ranks, feat, cal=DEFAULT_CALIBRATION, *, configs=None,
+                      offsets_for=None, itemsize=4):
+    """Every candidate's :func:`predict_spmm`, fastest first (ties: the order of ``configs``). Pure.
+
+    ``configs`` and ``offsets_for`` as in :func:`rank_configs`.
+    """
+    configs = candidate_configs(ranks) if configs is None else configs
+    preds = []
+    for algo, c, grid in configs:
+        if algo == "3d":
+            preds.append(predict_spmm(a, "3d", ranks, feat, cal, grid=grid, itemsize=itemsize))
+            continue
+        ap, off = offsets_for(ranks // c) if offsets_for else (a, None)
+        preds.append(predict_spmm(ap, algo, ranks, feat, cal, offsets=off, replication=c,
+                                  itemsize=itemsize))
     order = sorted(range(len(preds)), key=lambda k: (preds[k].seconds, k))
     return [preds[k] for k in order]

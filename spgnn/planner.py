@@ -18,13 +18,14 @@ from fractions import Fraction
 import numpy as np
 import scipy.sparse as sp
 
-from .comm.stats import model_allgather, model_allreduce, model_alltoallv
+from .comm.stats import block_size, model_allgather, model_allreduce, model_alltoallv
 from .errors import DimensionMismatch, GridError
 from .grid import AXES_3D, AbstractGrid, roles_for_layer, shapes_3d
 from .layout import block_bounds, block_offsets
 
 __all__ = ["PlannedEvent", "SpmmPlan", "plan_spmm", "PLANNERS", "pair_rows", "best_grid_3d",
-           "comm_terms_3d", "comm_volume_3d", "plan_mxm", "MXM_PLANNERS"]
+           "comm_terms_3d", "comm_volume_3d", "plan_mxm", "MXM_PLANNERS", "nnz_per_rank_3d",
+           "nnz_imbalance_3d", "plan_gcn_3d", "gcn_3d_layers"]
 
 
 @dataclass
@@ -515,3 +516,232 @@ def comm_volume_3d(N, dims, grid_shape, *, axes=AXES_3D, itemsize=None, **option
         out = {a: v * int(itemsize) for a, v in out.items()}
     out["total"] = sum(out.values(), Fraction(0))
     return out
+
+
+def nnz_per_rank_3d(a, grid_shape, layers, *, permutation=None, axes=AXES_3D):
+    """Stored entries of every rank's Â shard, per layer, in 3D training. Pure.
+
+    Returns an int array ``(layers, X·Y·Z)``: row ``l`` holds, for every
+    grid position, the nnz of the ``(d, o)`` block (even splits) of the
+    matrix layer ``l`` multiplies by, with roles ``roles_for_layer(l)``.
+    ``permutation`` is a :class:`~spgnn.partition.DoublePermutation`
+    (``permute="double"`` in :class:`~spgnn.gnn.DistGraph`): layer ``l``
+    uses ``P_r Â P_cᵀ`` when ``l`` is even, ``P_c Â P_rᵀ`` when odd;
+    ``None``: Â as given (``permute="none"``).  Entries are ordered by
+    grid position ``(x, y, z)`` (C order), which is not the world rank
+    order; max/mean does not care.
+    """
+    a = sp.csr_array(a)
+    n = a.shape[0]
+    g = dict(zip(axes, (int(v) for v in grid_shape)))
+    variants = [a] if permutation is None else list(permutation.matrices(a))
+    out = np.zeros((int(layers), int(np.prod(grid_shape))), dtype=np.int64)
+    cache = {}
+    for layer in range(int(layers)):
+        o, i, d = roles_for_layer(layer, axes)
+        v = layer % len(variants)
+        key = (v, g[d], g[o])
+        if key not in cache:
+            m = sp.coo_array(variants[v])
+            bi = np.searchsorted(block_offsets(n, g[d]), m.row, side="right") - 1
+            bj = np.searchsorted(block_offsets(n, g[o]), m.col, side="right") - 1
+            cache[key] = np.bincount(bi * g[o] + bj, minlength=g[d] * g[o]).reshape(g[d], g[o])
+        z = cache[key]
+        # rank at grid position (x, y, z) holds block (its d coordinate, its o coordinate)
+        pos = np.indices(tuple(g[ax] for ax in axes)).reshape(3, -1)
+        coord = dict(zip(axes, pos))
+        out[layer] = z[coord[d], coord[o]]
+    return out
+
+
+def nnz_imbalance_3d(a, grid_shape, layers, **options):
+    """Max over layers of ``max / mean`` nnz per rank (:func:`nnz_per_rank_3d`); 1.0 is even. Pure."""
+    z = nnz_per_rank_3d(a, grid_shape, layers, **options)
+    mean = z.mean(axis=1)
+    ratio = np.where(mean > 0, z.max(axis=1) / np.where(mean > 0, mean, 1), 1.0)
+    return float(ratio.max(initial=1.0))
+
+
+def gcn_3d_layers(dims, order="auto", axes=AXES_3D):
+    """The axes each layer of spgnn's 3D GCN uses, following the layouts. Pure.
+
+    Returns one dict per layer: ``first`` (transform first), ``prop`` (the
+    aggregation's roles ``(o, i, d)``: Â's ``(d, o)`` block), ``mm`` (the
+    product's ``(r, c, t)``: H ``Layout(r, c)``, W ``(c, t)``) and
+    ``width`` (the aggregated columns).  With every layer aggregating first
+    the roles are Plexus's rotation (:func:`~spgnn.grid.roles_for_layer`);
+    a transform-first layer moves the rotation on by two.
+    """
+    def third(a, b):
+        return next(x for x in axes if x not in (a, b))
+
+    state, out = (axes[0], axes[1]), []
+    for d_in, d_out in zip(dims[:-1], dims[1:]):
+        first = (order == "transform-first") or (order == "auto" and d_out < d_in)
+        if first:
+            mm = (state[0], state[1], third(*state))
+            z = (mm[0], mm[2])
+            prop = (z[0], z[1], third(*z))
+            state, width = (prop[2], prop[1]), d_out
+        else:
+            prop = (state[0], state[1], third(*state))
+            h = (prop[2], prop[1])
+            mm = (h[0], h[1], third(*h))
+            state, width = (mm[0], mm[2]), d_in
+        out.append({"first": first, "prop": prop, "mm": mm, "width": width})
+    return out
+
+
+def plan_gcn_3d(n, dims, grid_shape, *, itemsize=4, shard_weights=True, bias=False,
+                order="auto", axes=AXES_3D):
+    """Every collective of one 3D GCN training epoch as spgnn runs it, rank by rank. Pure.
+
+    The events :class:`~spgnn.gnn.Trainer` records for a
+    :class:`~spgnn.gnn.GCN` (``layers = len(dims) - 1``, widths ``dims``)
+    on a :class:`~spgnn.gnn.DistGraph` with ``algorithm="3d"`` on grid
+    ``grid_shape`` (``shard_input=False``, the default), in execution order,
+    under the ledger's byte model, without the loss's small reductions
+    (``gnn-loss:*``) and the trainer's finiteness check.  Tested equal to a
+    real epoch's ledger (``tests/unit/test_plexus_3d.py``).  Unlike Plexus's
+    closed form (:func:`comm_terms_3d`) it follows what spgnn does: a layer
+    multiplies in the order of its widths (``order="auto"``: transform
+    first when ``D' < D``), the first layer computes no input gradient, a
+    weight block is sharded over depth only when its rows split evenly
+    (``Context._place_weight``), blocks are even splits of ``n`` and of the
+    widths, collectives over one rank are skipped.
+
+    Returns
+    -------
+    list of ``(layer, pass, PlannedEvent)`` with ``pass`` ``"forward"`` or
+    ``"backward"``; the events' arrays are indexed by world rank
+    (row-major over the grid).
+    """
+    dims = [int(v) for v in dims]
+    if len(dims) < 2 or min(dims) < 1:
+        raise DimensionMismatch(f"plan_gcn_3d: dims needs two or more positive widths, but "
+                                f"got {dims}")
+    shape = tuple(int(g) for g in grid_shape)
+    if len(shape) != 3 or min(shape) < 1:
+        raise GridError(f"plan_gcn_3d: grid_shape must be three positive ints, but got "
+                        f"{grid_shape!r}")
+    if order not in ("auto", "aggregate-first", "transform-first"):
+        raise ValueError(f"plan_gcn_3d: unknown order {order!r}")
+    n, w = int(n), int(itemsize)
+    G = dict(zip(axes, shape))
+    p = int(np.prod(shape))
+    coord = dict(zip(axes, np.indices(shape).reshape(3, -1)))
+
+    def third(a, b):
+        return next(x for x in axes if x not in (a, b))
+
+    def blk(total, axis):
+        return np.diff(np.asarray(block_offsets(total, G[axis]), dtype=np.int64))[coord[axis]]
+
+    def allreduce(label, axis, elements):
+        if G[axis] == 1:
+            return []
+        rows = [model_allreduce(int(e), w, G[axis], int(coord[axis][r]))
+                for r, e in enumerate(elements)]
+        return [_event("allreduce", label, (axis,), rows)]
+
+    def sharded(d_in, r, c):
+        return (shard_weights and G[r] > 1
+                and all(b % G[r] == 0 for b in np.diff(block_offsets(d_in, G[c]))))
+
+    def w_pieces(d_in, d_out, r, c, t):
+        """(own, total) bytes of each rank's depth piece of its W block (rows over c, then r)."""
+        rows = blk(d_in, c)
+        own = np.array([block_size(int(rows[k]), G[r], int(coord[r][k])) for k in range(p)])
+        cols = blk(d_out, t)
+        return own * cols * w, rows * cols * w
+
+    def gather_w(label, d_in, d_out, r, c, t):
+        own, total = w_pieces(d_in, d_out, r, c, t)
+        return [_event("allgatherv", label, (r,),
+                       [model_allgather(int(o), int(a), G[r]) for o, a in zip(own, total)])]
+
+    events = []
+
+    def emit(layer, phase, evs):
+        events.extend((layer, phase, e) for e in evs)
+
+    state = (axes[0], axes[1])                 # the features: Layout(x, y), layer 0's (o, i)
+    saved = []
+    for layer, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
+        first = (order == "transform-first") or (order == "auto" and d_out < d_in)
+
+        def propagate(st, width):
+            o, i = st
+            d = third(o, i)
+            return allreduce("spmm-3d:allreduce", o, blk(n, d) * blk(width, i)), (d, i)
+
+        def matmul(st, din, dout):
+            r, c = st
+            t = third(r, c)
+            evs = gather_w("matmul-3d:allgather", din, dout, r, c, t) \
+                if sharded(din, r, c) else []
+            return evs + allreduce("matmul-3d:allreduce", c, blk(n, r) * blk(dout, t)), (r, t)
+
+        if first:
+            h_state = state
+            evs, z = matmul(state, d_in, d_out)
+            emit(layer, "forward", evs)
+            evs, state = propagate(z, d_out)
+        else:
+            evs, h_state = propagate(state, d_in)
+            emit(layer, "forward", evs)
+            evs, state = matmul(h_state, d_in, d_out)
+        emit(layer, "forward", evs)
+        saved.append((first, h_state, d_in, d_out))
+    for layer in reversed(range(len(saved))):
+        first, h_state, d_in, d_out = saved[layer]
+        need_dx = layer > 0
+        g_state = state
+
+        if bias:
+            r, c = g_state
+            emit(layer, "backward", allreduce("gnn:grad-allreduce-db", r, blk(d_out, c)))
+
+        def weight_grad(gs):
+            r, c = h_state
+            t = gs[1]
+            if sharded(d_in, r, c):
+                own, total = w_pieces(d_in, d_out, r, c, t)
+                hrows, cols = blk(d_in, c), blk(d_out, t)
+                rows = []
+                for k in range(p):
+                    pieces = [block_size(int(hrows[k]), G[r], j) * int(cols[k])
+                              for j in range(G[r])]
+                    o = int(own[k])
+                    rows.append((int(total[k]) - o, (G[r] - 1) * o,
+                                 sum(1 for e in pieces if e > 0) - (1 if o > 0 else 0)))
+                return [_event("reduce_scatter", "gnn:grad-reduce-scatter-dW", (r,), rows)]
+            return allreduce("gnn:grad-allreduce-dW", r, blk(d_in, c) * blk(d_out, t))
+
+        def matmul_t(gs):
+            r, t = gs
+            c = h_state[1]
+            evs = gather_w("gnn:allgather-W", d_in, d_out, r, c, t) \
+                if sharded(d_in, r, c) else []
+            return evs + allreduce("matmul-3d:allreduce", t, blk(n, r) * blk(d_in, c)), (r, c)
+
+        def propagate_t(gs, width):
+            r, c = gs
+            t = third(r, c)
+            return allreduce("spmm-3d:allreduce", r, blk(n, t) * blk(width, c)), (t, c)
+
+        if not first:                      # aggregate-first: weight grad, then back through W, Â
+            emit(layer, "backward", weight_grad(g_state))
+            if need_dx:
+                evs, dz = matmul_t(g_state)
+                emit(layer, "backward", evs)
+                evs, state = propagate_t(dz, d_in)
+                emit(layer, "backward", evs)
+        else:                              # transform-first: back through Â, weight grad, W
+            evs, dz = propagate_t(g_state, d_out)
+            emit(layer, "backward", evs)
+            emit(layer, "backward", weight_grad(dz))
+            if need_dx:
+                evs, state = matmul_t(dz)
+                emit(layer, "backward", evs)
+    return events

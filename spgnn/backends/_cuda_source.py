@@ -23,7 +23,8 @@ __all__ = ["SOURCES", "NVRTC_OPTIONS", "source_dir", "assemble", "source_hash", 
            "semiring_codes"]
 
 #: The compiled sources (one ``cupy.RawModule`` each).
-SOURCES = ("spmm.cu", "sddmm.cu", "gnn.cu", "extract.cu")
+SOURCES = ("spmm.cu", "sddmm.cu", "gnn.cu", "extract.cu", "spgemm.cu",
+           "extract_cols.cu", "sample.cu", "dedup.cu", "quant.cu")
 
 #: NVRTC options used at run time by the backend AND by the CI compile check
 #: (CuPy adds ``--device-as-default-execution-space`` and its include

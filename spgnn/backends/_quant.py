@@ -97,8 +97,11 @@ def encode(x, seg_counts, bits, rounding, param_dtype, base, row_keys):
     keys = np.ascontiguousarray(row_keys, dtype=np.int64)
     if keys.shape != (n,):
         raise ValueError(f"quantize: row_keys must have one key per row ({n}), got {keys.shape}")
-    _kernels().encode_rows(x, gr, gl, bits, rounding == "stochastic", np.uint64(base), keys,
-                           param_dtype == "bf16", lo, scale, codes, bad)
+    k = _kernels()
+    ks, km, ke = k.draw_key(x.dtype)
+    xb = x.view(np.int32 if x.dtype == np.float32 else np.int64)
+    k.encode_rows(x, xb, ks, km, ke, gr, gl, bits, rounding == "stochastic", np.uint64(base),
+                  keys, param_dtype == "bf16", lo, scale, codes, bad)
     if bad.any():
         g = int(np.flatnonzero(bad)[0])
         raise DTypeError(f"quantize: message rows {int(gr[g])}..{int(gr[g] + gl[g]) - 1} hold a "

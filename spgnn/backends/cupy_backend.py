@@ -4,18 +4,19 @@ Kernels (``kernels/cuda/*.cu``, one ``RawModule`` per source, compiled by
 CuPy's NVRTC for the device's architecture with
 :data:`spgnn.backends._cuda_source.NVRTC_OPTIONS`): SpMM (GE-SpMM-style warp
 per row with coalesced row caching), SDDMM (warp per row, shuffle
-reduction), row extraction, ReLU forward/backward, dense and CSR counter-based dropout
-(bit-identical to the Numba kernels).  Every launch checks its arguments
-against the entry point's parsed C signature (a wrong scalar width raises
-:class:`~spgnn.errors.DTypeError` instead of shifting arguments).
+reduction), SpGEMM (hash table per output row, symbolic then numeric),
+row and column extraction, ReLU forward/backward, dense and CSR
+counter-based dropout, keyed sampling and per-row sorting, first-appearance
+de-duplication and the message codec's encode/decode (``quant.cu``)
+(bit-identical to the Numba kernels).  Transposition is a
+stable sort on the array module (CUB's radix sort in CuPy).  Every launch
+checks its arguments against the entry point's parsed C signature (a wrong
+scalar width raises :class:`~spgnn.errors.DTypeError` instead of shifting
+arguments).  No operation copies to the host any more
+(:data:`HOST_ROUND_TRIP` is empty).
 
 Named alternative: ``spmm_impl="cusparse"`` runs plus-times SpMM through
-``cupyx.scipy.sparse`` (cuSPARSE).  The remaining operations (SpGEMM,
-column extraction, transpose, sampling, first-appearance de-duplication, row
-sorting) have no CUDA kernel yet: they copy to the host, run the ``numba``
-backend (``numpy`` without numba), and copy back (:data:`HOST_ROUND_TRIP`
-lists them; ``host_round_trips`` counts the calls), so the contract is
-complete but those operations are not GPU-fast.
+``cupyx.scipy.sparse`` (cuSPARSE).
 
 The seam that lets CI test this class without a GPU: ``CupyBackend(xp=numpy,
 sparse=scipy.sparse, module=HostModule)`` runs the same orchestration with
@@ -36,11 +37,28 @@ from .base import Backend
 
 __all__ = ["CupyBackend", "HOST_ROUND_TRIP"]
 
-#: Operations that run on the host (numba backend) with a copy each way.
-HOST_ROUND_TRIP = ("spgemm_symbolic", "spgemm_numeric", "extract_cols",
-                   "transpose", "sample_rows", "first_appearance", "sort_rows_by_column")
+#: Operations that run on the host with a copy each way: none any more (the
+#: last ones, SpGEMM, column extraction, transpose, sampling and
+#: de-duplication, got their kernels; kept so callers can check).
+HOST_ROUND_TRIP = ()
 
-_MAX_WARPS = 8             # SPMM_MAX_WARPS / SDDMM_MAX_WARPS in the sources
+_MAX_WARPS = 8             # SPMM_MAX_WARPS / SDDMM_MAX_WARPS / SPGEMM_MAX_WARPS in the sources
+_EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)     # SPGEMM_EMPTY: an unused hash slot
+
+
+def _histogram(xp, values, n):
+    """``bincount(values, minlength=n)`` as int64 (an empty ``values`` gives ``n`` zeros)."""
+    if values.shape[0] == 0:
+        return xp.zeros(n, dtype=np.int64)
+    return xp.bincount(values, minlength=n).astype(np.int64)
+
+
+def _offsets(xp, counts):
+    """``[0, cumsum(counts)]`` as int64 (CSR-style offsets of ``counts``)."""
+    out = xp.zeros(counts.shape[0] + 1, dtype=np.int64)
+    if counts.shape[0]:
+        xp.cumsum(counts, out=out[1:])
+    return out
 
 
 def _idx(*arrays):
@@ -83,7 +101,6 @@ class CupyBackend(Backend):
         self._modules = {}
         self._kernels = {}
         self.spmm_impl = spmm_impl
-        self.host_round_trips = 0
 
     @classmethod
     def host_emulated(cls, **kw):
@@ -232,32 +249,100 @@ class CupyBackend(Backend):
                          np.int32(add), np.int32(mul), dt.type(semiring.add.identity), out))
         return LocalCSR(a.indptr, a.indices, out, a.shape, check=None)
 
-    # -- sparse-module operations (cuSPARSE on a GPU) ---------------------------------
-    def _host_backend(self):
-        from . import numba_backend, numpy_backend
+    # -- SpGEMM (kernels/cuda/spgemm.cu: hash table per output row) --------------------
+    def _row_grid(self, m):
+        """Grid and block of the warp-per-row kernels that stride over rows."""
+        return (max(1, min(65535, -(-m // self.warps))),), (32 * self.warps,)
 
-        cls = (numba_backend.NumbaBackend if numba_backend.NumbaBackend.is_available()
-               else numpy_backend.NumpyBackend)
-        return cls()
-
-    def _host_csr(self, a):
-        h = self.to_host
-        return LocalCSR(h(a.indptr), h(a.indices), h(a.data), a.shape, check=None)
-
-    def _dev_csr(self, a):
-        d = self.from_host
-        return LocalCSR(d(a.indptr), d(a.indices), d(a.data), a.shape, check=None)
+    def _spgemm_operands(self, a, b):
+        """``(tag, a.indptr, a.indices, b.indptr, b.indices)`` in one index type."""
+        xp = self._xp
+        tag, idt = _idx(a.indptr, a.indices, b.indptr, b.indices)
+        return (tag,) + tuple(xp.ascontiguousarray(xp.asarray(v), dtype=idt)
+                              for v in (a.indptr, a.indices, b.indptr, b.indices))
 
     def spgemm_symbolic(self, a, b):
-        self.host_round_trips += 1
-        return self.from_host(self._host_backend().spgemm_symbolic(self._host_csr(a),
-                                                                     self._host_csr(b)))
+        """Output ``indptr`` (int64, ``a.shape[0] + 1``) of ``A @ B``'s structural pattern. Local.
+
+        Per row a hash table of ``2 min(flops, n)`` slots (flops: the row's
+        scalar products, from ``B``'s row lengths on the array module).
+        """
+        V.check_spgemm(a, b, "spgemm_symbolic")
+        xp = self._xp
+        m, n = a.shape[0], b.shape[1]
+        tag, aip, aix, bip, bix = self._spgemm_operands(a, b)
+        per_entry = xp.diff(bip).astype(np.int64)[aix]
+        cum = _offsets(xp, per_entry)
+        flops = cum[aip[1:].astype(np.int64)] - cum[aip[:-1].astype(np.int64)]
+        table_ptr = _offsets(xp, 2 * xp.minimum(flops, n))
+        counts = xp.zeros(m, dtype=np.int64)
+        if m and int(table_ptr[-1]):
+            keys = xp.full(int(table_ptr[-1]), _EMPTY, dtype=np.uint64)
+            self.launch("spgemm.cu", f"spgemm_count_{tag}", *self._row_grid(m),
+                        (aip, aix, bip, bix, np.int64(m), table_ptr, keys, counts))
+        return _offsets(xp, counts)
 
     def spgemm_numeric(self, a, b, indptr, semiring):
-        self.host_round_trips += 1
-        c = self._host_backend().spgemm_numeric(self._host_csr(a), self._host_csr(b),
-                                                self.to_host(indptr), semiring)
-        return self._dev_csr(c)
+        """``C = A (+).(x) B`` on the pattern counted by :meth:`spgemm_symbolic`. Local.
+
+        Sorted, duplicate-free indices; structural zeros kept; equal columns
+        reduced in storage order.  Raises
+        :class:`~spgnn.errors.InvalidSparseStructure` when ``indptr`` is not
+        the symbolic product's.
+        """
+        V.check_spgemm(a, b, "spgemm_numeric")
+        semiring = V.check_semiring(semiring)
+        xp = self._xp
+        indptr = xp.array(V.check_spgemm_indptr(indptr, a, xp=xp), dtype=np.int64)  # our own copy
+        m, n = a.shape[0], b.shape[1]
+        nnz = int(indptr[-1])
+        dt = V.result_dtype(a.data, b.data)
+        idt = V.index_dtype_for(nnz, (m, n), a.index_dtype, b.index_dtype)
+        tag, aip, aix, bip, bix = self._spgemm_operands(a, b)
+        counts = xp.diff(indptr)
+        table_ptr = _offsets(xp, 2 * counts)
+        total = int(table_ptr[-1])
+        out_indices = xp.empty(nnz, dtype=np.int64)
+        out_data = xp.empty(nnz, dtype=dt)
+        if m:
+            got = xp.zeros(m, dtype=np.uint64)
+            add, mul = S.semiring_codes(semiring)
+            self.launch("spgemm.cu", f"spgemm_fill_{tag}_{_val(dt)}", *self._row_grid(m),
+                        (aip, aix, xp.ascontiguousarray(xp.asarray(a.data), dtype=dt), bip, bix,
+                         xp.ascontiguousarray(xp.asarray(b.data), dtype=dt), np.int64(m),
+                         np.int32(add), np.int32(mul), indptr, table_ptr,
+                         xp.full(total, _EMPTY, dtype=np.uint64), xp.empty(total, dtype=dt),
+                         out_indices, out_data, got))
+            bad = int(xp.count_nonzero(got != counts.astype(np.uint64)))
+            if bad:
+                raise V.indptr_mismatch(bad)
+        if nnz:
+            rows = self._row_ids(indptr, nnz)
+            order = self._row_major_order(rows, out_indices, n)
+            out_indices, out_data = out_indices[order], out_data[order]
+            if semiring.row_mean:
+                out_data /= xp.maximum(xp.diff(xp.asarray(a.indptr)), 1).astype(dt)[rows]
+        return LocalCSR(indptr.astype(idt, copy=False), out_indices.astype(idt, copy=False),
+                        out_data, (m, n), check=None)
+
+    def _row_ids(self, indptr, nnz):
+        """The row of every stored entry (int64), by binary search in ``indptr``."""
+        xp = self._xp
+        return xp.searchsorted(xp.asarray(indptr), xp.arange(nnz, dtype=np.int64),
+                               side="right").astype(np.int64) - 1
+
+    def _row_major_order(self, rows, cols, ncols):
+        """The permutation sorting entries by ``(row, column)``; pairs must be distinct.
+
+        One sort of the key ``row * ncols + column`` (a radix sort in CuPy);
+        ``lexsort`` where that key could overflow int64.  Keys are distinct,
+        so the permutation does not depend on the sort's stability.
+        """
+        xp = self._xp
+        nrows = int(rows[-1]) + 1 if rows.size else 0
+        if nrows * max(int(ncols), 1) < 2**62:
+            return xp.argsort(rows * np.int64(ncols) + cols.astype(np.int64, copy=False))
+        return xp.lexsort(xp.stack([cols.astype(np.int64, copy=False), rows]))
 
     def extract_rows(self, a, rows):
         """``a[rows, :]`` (scipy's semantics): prefix sum on the array module, then a warp per row copies. Local."""
@@ -285,43 +370,169 @@ class CupyBackend(Backend):
         return LocalCSR(out_indptr.astype(idt), out_indices.astype(idt, copy=False), out_data,
                         (nr, a.shape[1]), check=None)
 
+    def _stable_order(self, keys, nkeys):
+        """Positions of ``keys`` (int64 in ``[0, nkeys)``) sorted by key, ties in position order.
+
+        One sort of the distinct key ``key * len + position`` (a radix sort
+        in CuPy), ``lexsort`` where that could overflow int64: the result is
+        the stable order whatever the sort's own stability.
+        """
+        xp = self._xp
+        size = int(keys.shape[0])
+        pos = xp.arange(size, dtype=np.int64)
+        if max(int(nkeys), 1) * max(size, 1) < 2**62:
+            return xp.argsort(keys * np.int64(size) + pos)
+        return xp.lexsort(xp.stack([pos, keys]))
+
     def extract_cols(self, a, cols):
-        """``a[:, cols]`` (scipy's semantics). Local."""
+        """``a[:, cols]`` (scipy's semantics and entry order). Local.
+
+        The inverse map column -> positions of ``cols`` (a stable sort and a
+        histogram) on the array module, then ``extract_cols.cu``: count per
+        row, prefix sum, fill (a thread per row).
+        """
+        xp = self._xp
         V.check_csr(a, "extract_cols")
-        self.host_round_trips += 1
-        return self._dev_csr(self._host_backend().extract_cols(self._host_csr(a),
-                                                               self.to_host(cols)))
+        cols = V.normalize_index(cols, a.shape[1], "extract_cols", "cols", xp=xp)
+        cols = xp.ascontiguousarray(xp.asarray(cols), dtype=np.int64)
+        m, n, nc = a.shape[0], a.shape[1], int(cols.shape[0])
+        vdt = np.dtype(a.data.dtype)
+        tag, ip, ix, data = self._csr_arrays(a, vdt)
+        col_order = xp.ascontiguousarray(self._stable_order(cols, n), dtype=np.int64)
+        col_offsets = _offsets(xp, _histogram(xp, cols, n))
+        counts = xp.zeros(m, dtype=np.int64)
+        if m and a.nnz and nc:
+            self.launch("extract_cols.cu", f"extract_cols_count_{tag}", *self._ew_grid(m),
+                        (ip, ix, col_offsets, np.int64(m), counts))
+        out_indptr = _offsets(xp, counts)
+        nnz = int(out_indptr[-1])
+        out_indices = xp.empty(nnz, dtype=np.int64)
+        out_data = xp.empty(nnz, dtype=vdt)
+        if nnz:
+            self.launch("extract_cols.cu", f"extract_cols_fill_{tag}_{_val(vdt)}",
+                        *self._ew_grid(m), (ip, ix, data, col_offsets, col_order, np.int64(m),
+                                            out_indptr, out_indices, out_data))
+        idt = V.index_dtype_for(nnz, (m, nc), a.index_dtype)
+        return LocalCSR(out_indptr.astype(idt), out_indices.astype(idt, copy=False), out_data,
+                        (m, nc), check=None)
 
     def transpose(self, a):
-        """``a.T`` in CSR with sorted indices. Local."""
-        V.check_csr(a, "transpose")
-        self.host_round_trips += 1
-        return self._dev_csr(self._host_backend().transpose(self._host_csr(a)))
+        """``a.T`` in CSR: indices sorted, duplicates kept in storage order (scipy's csr_tocsc). Local.
 
-    # -- sampling (host round trip) ---------------------------------------------------
+        A stable sort of the entries by column (CUB's radix sort in CuPy: a
+        stable counting sort per digit, i.e. count + scan + scatter done
+        right on a GPU) and a histogram for ``indptr``; no own kernel
+        (docs/gpu.md says why).
+        """
+        xp = self._xp
+        V.check_csr(a, "transpose")
+        m, n = a.shape
+        nnz = a.nnz
+        idt = V.index_dtype_for(nnz, (n, m), a.index_dtype)
+        cols = xp.asarray(a.indices)[:nnz].astype(np.int64)
+        order = self._stable_order(cols, n)
+        rows = self._row_ids(a.indptr, nnz)
+        out_indptr = _offsets(xp, _histogram(xp, cols, n))
+        return LocalCSR(out_indptr.astype(idt), rows[order].astype(idt),
+                        xp.asarray(a.data)[:nnz][order], (n, m), check=None)
+
+    # -- sampling and de-duplication (sample.cu, dedup.cu) ------------------------------
     def sample_rows(self, indptr, indices, data, rows, keys, s, method, weighted):
-        self.host_round_trips += 1
-        h = self.to_host
-        ptr, pos = self._host_backend().sample_rows(h(indptr), h(indices), h(data), h(rows),
-                                                    h(keys), s, method, weighted)
-        return self.from_host(ptr), self.from_host(pos)
+        """Keyed sampling (:mod:`spgnn.backends.base`), bit-identical to the CPU backends. Local.
+
+        ``sample.cu``: counts (a thread per row), prefix sum, fill (a thread
+        per row, per-row scratch sized on the array module).
+        """
+        xp = self._xp
+        code = V.check_sample_method(method)
+
+        def c(v, dt):
+            return xp.ascontiguousarray(xp.asarray(v), dtype=dt)
+
+        indptr, indices = c(indptr, np.int64), c(indices, np.int64)
+        data, rows, keys = c(data, np.float64), c(rows, np.int64), c(keys, np.uint64)
+        nr = int(rows.shape[0])
+        counts = xp.zeros(nr, dtype=np.int64)
+        if nr:
+            self.launch("sample.cu", "sample_counts", *self._ew_grid(nr),
+                        (indptr, data, rows, np.int64(nr), np.int64(s), np.int32(bool(weighted)),
+                         counts))
+        out_indptr = _offsets(xp, counts)
+        pos = xp.empty(int(out_indptr[-1]), dtype=np.int64)
+        if pos.size:
+            # scratch per row: the kept keys (ES, <= s) or the row's weights (ITS)
+            if code == V.SAMPLE_METHOD_CODES["es"]:
+                need = counts
+            elif code == V.SAMPLE_METHOD_CODES["its"]:
+                need = indptr[rows + 1] - indptr[rows]
+            else:
+                need = xp.zeros(nr, dtype=np.int64)
+            scratch_ptr = _offsets(xp, need)
+            self.launch("sample.cu", "sample_fill", *self._ew_grid(nr),
+                        (indptr, indices, data, rows, keys, np.int64(nr), np.int32(code),
+                         np.int32(bool(weighted)), out_indptr, scratch_ptr,
+                         xp.empty(max(int(scratch_ptr[-1]), 1), dtype=np.float64), pos))
+        return out_indptr, pos
 
     def first_appearance(self, a, a_ptr, b, b_ptr, n):
-        self.host_round_trips += 1
-        h = self.to_host
-        res = self._host_backend().first_appearance(h(a), h(a_ptr), h(b), h(b_ptr), n)
-        return tuple(self.from_host(r) for r in res)
+        """Per-minibatch first-appearance columns (:mod:`spgnn.backends.base`), bit-identical. Local.
+
+        Items concatenated minibatch-major on the array module, ``dedup.cu``
+        (a hash table per minibatch, atomic minimum of each vertex's first
+        position), then one prefix sum numbers the first appearances.
+        """
+        xp = self._xp
+
+        def c(v):
+            return xp.ascontiguousarray(xp.asarray(v), dtype=np.int64)
+
+        a, a_ptr, b, b_ptr = c(a), c(a_ptr), c(b), c(b_ptr)
+        na, nb = int(a.shape[0]), int(b.shape[0])
+        mb_a = xp.searchsorted(a_ptr, xp.arange(na, dtype=np.int64), side="right") - 1
+        mb_b = xp.searchsorted(b_ptr, xp.arange(nb, dtype=np.int64), side="right") - 1
+        pa = xp.arange(na, dtype=np.int64) + b_ptr[mb_a]          # a-items of minibatch i,
+        pb = xp.arange(nb, dtype=np.int64) + a_ptr[mb_b + 1]      # then its b-items
+        items = xp.empty(na + nb, dtype=np.int64)
+        mb_of = xp.empty(na + nb, dtype=np.int64)
+        items[pa] = a
+        items[pb] = b
+        mb_of[pa] = mb_a
+        mb_of[pb] = mb_b
+        starts = a_ptr + b_ptr                                    # minibatch i's first item
+        table_ptr = _offsets(xp, 2 * xp.diff(starts))
+        first_of = xp.empty(na + nb, dtype=np.int64)
+        if na + nb:
+            keys = xp.full(int(table_ptr[-1]), _EMPTY, dtype=np.uint64)
+            first = xp.full(int(table_ptr[-1]), _EMPTY, dtype=np.uint64)
+            g = self._ew_grid(na + nb)
+            self.launch("dedup.cu", "dedup_insert", *g,
+                        (items, mb_of, np.int64(na + nb), table_ptr, keys, first))
+            self.launch("dedup.cu", "dedup_first", *g,
+                        (items, mb_of, np.int64(na + nb), table_ptr, keys, first, first_of))
+        is_first = first_of == xp.arange(na + nb, dtype=np.int64)
+        number = _offsets(xp, is_first.astype(np.int64))          # first appearances before
+        col = number[first_of]
+        return col[pa], col[pb], items[is_first], number[starts]
 
     def sort_rows_by_column(self, indptr, indices, data):
-        self.host_round_trips += 1
-        h = self.to_host
-        hi, hd = h(indices), h(data)
-        if hi is not indices:
-            hi, hd = hi.copy(), hd.copy()
-        self._host_backend().sort_rows_by_column(h(indptr), hi, hd)
-        if hi is not indices:           # device arrays: copy the sorted rows back in place
-            indices[...] = self.from_host(hi)
-            data[...] = self.from_host(hd)
+        """Sort each row's ``(indices, data)`` by column in place (``sample.cu``, a thread per row). Local."""
+        xp = self._xp
+        nrows = len(indptr) - 1
+        dt, idt = np.dtype(data.dtype), np.dtype(indices.dtype)
+        if not (dt in (np.float32, np.float64) and idt in (np.int32, np.int64)
+                and indices.flags.c_contiguous and data.flags.c_contiguous):
+            # not the kernel's types or layout: sort copies, write them back
+            ci = xp.ascontiguousarray(indices, dtype=np.int64)
+            cd = xp.ascontiguousarray(data, dtype=np.float64)
+            self.sort_rows_by_column(indptr, ci, cd)
+            indices[...] = ci
+            data[...] = cd
+            return
+        if nrows > 0 and indices.size:
+            self.launch("sample.cu", f"sort_rows_{'i32' if idt == np.int32 else 'i64'}_{_val(dt)}",
+                        *self._ew_grid(nrows),
+                        (xp.ascontiguousarray(xp.asarray(indptr), dtype=np.int64), np.int64(nrows),
+                         indices, data))
 
     # -- element-wise GNN kernels -------------------------------------------------------
     def relu(self, x):
@@ -392,3 +603,95 @@ class CupyBackend(Backend):
                          np.int64(col0), np.int64(ncols), np.uint64(base), np.float64(p),
                          data.dtype.type(1.0 / (1.0 - p)), out))
         return out
+
+    # -- message codec (quant.cu; semantics: spgnn/backends/_quant.py) ------------------
+    def _as_host(self, like, arr):
+        """``arr`` on the host when ``like`` is a host (numpy) array, else as is."""
+        return self.to_host(arr) if isinstance(like, np.ndarray) else arr
+
+    def quantize_rows(self, x, seg_counts, bits, rounding, param_dtype, base, row_keys):
+        """``(codes, params)`` on the device, bit-identical to the Numba codec. Local.
+
+        The outputs live where ``x`` lives: a host ``x`` (what the codec's
+        alltoallv passes) gets host codes, a device ``x`` device codes.
+        Raises DTypeError on a NaN or infinite row (the Numba codec's message).
+        """
+        from . import _quant
+        from ..errors import DTypeError
+
+        xp = self._xp
+        bits = _quant.check_codec(bits, rounding, param_dtype)
+        xd = xp.ascontiguousarray(xp.asarray(x))
+        if xd.dtype not in (np.float32, np.float64):
+            xd = xd.astype(np.float64)
+        if xd.ndim != 2:
+            xd = xd.reshape(xd.shape[0], int(np.prod(xd.shape[1:], dtype=np.int64)))
+        n, width = xd.shape
+        gr, gl = _quant.segment_groups(seg_counts, bits)
+        if int(np.sum(seg_counts)) != n:
+            raise ValueError(f"quantize: segment counts sum to {int(np.sum(seg_counts))}, but x "
+                             f"has {n} rows")
+        keys = np.ascontiguousarray(self.to_host(row_keys), dtype=np.int64)
+        if keys.shape != (n,):
+            raise ValueError(f"quantize: row_keys must have one key per row ({n}), got "
+                             f"{keys.shape}")
+        lo = xp.empty(n, dtype=np.float32)
+        scale = xp.empty(n, dtype=np.float32)
+        bad = xp.zeros(n, dtype=np.int32)
+        codes = xp.empty(gr.size * width, dtype=np.uint8)
+        v = _val(xd.dtype)
+        if n:
+            self.launch("quant.cu", f"quant_params_{v}", (max(1, min(65535, -(-n // self.warps))),),
+                        (32 * self.warps,), (xd, np.int64(n), np.int64(width), np.int32(bits),
+                                             np.int32(param_dtype == "bf16"), lo, scale, bad))
+            nb = np.asarray(self.to_host(bad))
+            if nb.any():
+                g = int(np.searchsorted(gr, int(np.flatnonzero(nb)[0]), side="right")) - 1
+                raise DTypeError(f"quantize: message rows {int(gr[g])}..{int(gr[g] + gl[g]) - 1} "
+                                 f"hold a NaN or an infinity; a row's range (its quantization "
+                                 f"scale) must be finite")
+        if codes.size:
+            g_, b_ = self._ew_grid(codes.size)
+            self.launch("quant.cu", f"quant_pack_{v}", g_, b_,
+                        (xd, lo, scale, self.from_host(gr), self.from_host(gl),
+                         np.int64(gr.size), np.int64(width), np.int32(bits),
+                         np.int32(rounding == "stochastic"), np.uint64(base),
+                         self.from_host(keys), codes))
+        if param_dtype == "bf16":
+            params = xp.stack([lo.view(np.uint32) >> 16, scale.view(np.uint32) >> 16],
+                              axis=1).astype(np.uint16)
+        else:
+            params = xp.stack([lo, scale], axis=1)
+        return self._as_host(x, codes), self._as_host(x, params)
+
+    def dequantize_rows(self, codes, params, seg_counts, bits, width, dtype=np.float32):
+        """The rows :meth:`quantize_rows` coded, decoded on the device. Local.
+
+        The output lives where ``codes`` lives (host codes from the wire give
+        a host array, as the base contract says).
+        """
+        from . import _quant
+
+        xp = self._xp
+        bits = int(bits)
+        gr, gl = _quant.segment_groups(seg_counts, bits)
+        n, width = int(np.sum(seg_counts)), int(width)
+        if codes.size != gr.size * width:
+            raise ValueError(f"dequantize: expected {gr.size * width} code bytes, got "
+                             f"{codes.size}")
+        p = xp.asarray(params).reshape(-1, 2)
+        if p.dtype == np.uint16:
+            f = (p.astype(np.uint32) << 16).view(np.float32)
+        else:
+            f = p.astype(np.float32)
+        lo, scale = xp.ascontiguousarray(f[:, 0]), xp.ascontiguousarray(f[:, 1])
+        dt = np.dtype(dtype)
+        out = xp.empty((n, width), dtype=dt if dt in (np.float32, np.float64) else np.float64)
+        if codes.size:
+            g_, b_ = self._ew_grid(codes.size)
+            self.launch("quant.cu", f"quant_unpack_{_val(out.dtype)}", g_, b_,
+                        (xp.ascontiguousarray(xp.asarray(codes), dtype=np.uint8), lo, scale,
+                         self.from_host(gr), self.from_host(gl), np.int64(gr.size),
+                         np.int64(width), np.int32(bits), out))
+        out = out.astype(dt, copy=False)
+        return self._as_host(codes, out)

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from spgnn.grid import parse_grid
 
-__all__ = ["choose", "describe"]
+__all__ = ["choose", "choose_spmm", "describe"]
 
 
 def _aggregation_pattern(adj):
@@ -25,11 +25,10 @@ def _aggregation_pattern(adj):
                         dtype=np.float32)
 
 
-def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms):
+def _offsets_for(a, pattern, partition, seed):
+    """``offsets_for(blocks)``: ``a`` permuted by ``partition`` of ``pattern`` into that many blocks."""
     from spgnn.partition import partition_graph, permute
-    from spgnn.perfmodel import candidate_configs, load_calibration, rank_configs
 
-    a = _aggregation_pattern(graph.adj)
     cache = {}
 
     def offsets_for(blocks):
@@ -37,32 +36,36 @@ def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms):
             if partition == "none":
                 cache[blocks] = (a, None)
             else:
-                pattern = sp.csr_array(a - sp.eye_array(a.shape[0], format="csr") != 0,
-                                       dtype=np.float32)
                 perm, offsets, _ = partition_graph(pattern, partition, blocks, seed)
                 cache[blocks] = (permute(a, perm), offsets)
         return cache[blocks]
 
-    configs = ([("3d", 1, tuple(grid))] if grid else
-               candidate_configs(p, algorithms) if algorithms else candidate_configs(p))
-    ranked = rank_configs(a, p, dims, load_calibration(), configs=configs,
-                          offsets_for=offsets_for)
+    return offsets_for
+
+
+def _configs(p, grid, algorithms):
+    from spgnn.perfmodel import candidate_configs
+
+    return ([("3d", 1, tuple(grid))] if grid else
+            candidate_configs(p, algorithms) if algorithms else candidate_configs(p))
+
+
+def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms):
+    from spgnn.perfmodel import load_calibration, rank_configs
+
+    a = _aggregation_pattern(graph.adj)
+    pattern = sp.csr_array(a - sp.eye_array(a.shape[0], format="csr") != 0, dtype=np.float32)
+    ranked = rank_configs(a, p, dims, load_calibration(), configs=_configs(p, grid, algorithms),
+                          offsets_for=_offsets_for(a, pattern, partition, seed))
     return [r.to_dict() for r in ranked[:3]]
 
 
-def choose(comm, graph, dims, *, partition="none", seed=0, grid=None, algorithms=()):
-    """``(algorithm, replication, grid or None, top3)`` on every rank. Collective.
-
-    ``graph`` is needed on rank 0 only; ``grid`` (a ``XxYxZ`` string)
-    restricts the choice to 3d on that grid, ``algorithms`` (non-empty) to
-    those algorithms (a model's :attr:`ModelSpec.algorithms`).
-    """
-    g = parse_grid(grid, comm.size, ndim=3, what="train: --grid") if grid else None
-    top = None
-    err = None
+def _agree(comm, compute):
+    """Rank 0 runs ``compute()`` (the top 3 as dicts); every rank gets them. Collective."""
+    top, err = None, None
     if comm.rank == 0:
         try:
-            top = _rank_on_root(graph, comm.size, dims, partition, seed, g, tuple(algorithms))
+            top = compute()
         except (ValueError, OSError) as exc:        # a bad calibration file included
             err = exc
     comm.agree(err)
@@ -72,13 +75,47 @@ def choose(comm, graph, dims, *, partition="none", seed=0, grid=None, algorithms
     return best["algorithm"], int(best["replication"]), shape, top
 
 
-def describe(top):
+def choose(comm, graph, dims, *, partition="none", seed=0, grid=None, algorithms=()):
+    """``(algorithm, replication, grid or None, top3)`` on every rank. Collective.
+
+    ``graph`` is needed on rank 0 only; ``grid`` (a ``XxYxZ`` string)
+    restricts the choice to 3d on that grid, ``algorithms`` (non-empty) to
+    those algorithms (a model's :attr:`ModelSpec.algorithms`, or one 1.5D
+    algorithm for ``--replication auto``).
+    """
+    g = parse_grid(grid, comm.size, ndim=3, what="train: --grid") if grid else None
+    return _agree(comm, lambda: _rank_on_root(graph, comm.size, dims, partition, seed, g,
+                                              tuple(algorithms)))
+
+
+def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorithms=()):
+    """``spmm --algo auto`` / ``--replication auto``: the fastest predicted single SpMM. Collective.
+
+    ``adj`` (rank 0 only) is the matrix as ``spgnn spmm`` multiplies it,
+    partitioned like it (``partition`` of ``adj`` itself); the ranking is
+    :func:`spgnn.perfmodel.rank_spmm_configs`.  Returns what :func:`choose`
+    returns.
+    """
+    from spgnn.perfmodel import load_calibration, rank_spmm_configs
+
+    g = parse_grid(grid, comm.size, ndim=3, what="spmm: --grid") if grid else None
+
+    def compute():
+        ranked = rank_spmm_configs(adj, comm.size, feat, load_calibration(),
+                                   configs=_configs(comm.size, g, tuple(algorithms)),
+                                   offsets_for=_offsets_for(adj, adj, partition, seed))
+        return [r.to_dict() for r in ranked[:3]]
+
+    return _agree(comm, compute)
+
+
+def describe(top, unit="epoch"):
     """One line per ranked configuration, for the log."""
     out = []
     for k, r in enumerate(top):
         shape = (f" {r['grid']}" if r["grid"] else
                  f" c={r['replication']}" if r["algorithm"].startswith("15d") else "")
-        out.append(f"  {k + 1}. {r['algorithm']}{shape}: {r['seconds'] * 1e3:.3f} ms/epoch "
+        out.append(f"  {k + 1}. {r['algorithm']}{shape}: {r['seconds'] * 1e3:.3f} ms/{unit} "
                    f"predicted (compute {r['compute_seconds'] * 1e3:.3f}, communication "
                    f"{r['comm_seconds'] * 1e3:.3f})")
     return "\n".join(out)

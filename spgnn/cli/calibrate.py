@@ -32,6 +32,9 @@ def add_parser(sub):
     p.add_argument("--reps", type=int, default=5, help="timed repetitions per sample (median)")
     p.add_argument("--validate", action="store_true",
                    help="with --model: predicted vs measured kernel times on held-out shapes")
+    from .plan import add_node_arguments
+
+    add_node_arguments(p)           # with --model: stored in the file
     p.set_defaults(command="calibrate")
     return p
 
@@ -39,6 +42,8 @@ def add_parser(sub):
 def _run_model(args, comm):
     from spgnn.benchmarks.perfmodel import calibrate, validate_compute
     from spgnn.perfmodel import Calibration, default_calibration_path
+
+    from .plan import apply_node_arguments
 
     if args.reps < 1:
         raise ValueError(f"calibrate: --reps must be >= 1, but got {args.reps}")
@@ -50,6 +55,9 @@ def _run_model(args, comm):
     previous = Calibration.load(path) if os.path.exists(path) else None
     log = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     cal = calibrate(comm, args.backend, args.reps, log, previous)
+    if previous is not None and previous.comm_inter is not None:      # kept, like the rest
+        cal = cal.with_nodes(previous.ranks_per_node, previous.comm_inter)
+    cal = apply_node_arguments(cal, args, "calibrate")
     if comm.rank != 0:
         return 0
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -66,6 +74,10 @@ def _run_model(args, comm):
     else:
         for kind, (a, b) in cal.comm.items():
             print(f"{kind:>14}: alpha = {a * 1e6:.2f} us, beta = {b * 1e9:.4f} ns/byte")
+        if cal.ranks_per_node is not None:
+            a, b = cal.comm_inter["default"]
+            print(f"{cal.ranks_per_node} ranks per node; inter-node default: alpha = "
+                  f"{a * 1e6:.2f} us, beta = {b * 1e9:.4f} ns/byte (given)")
         if not out["comm_measured"]:
             print("communication: defaults (mpiexec -n 2 python -m spgnn calibrate --model "
                   "measures it)")

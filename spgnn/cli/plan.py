@@ -57,9 +57,42 @@ def add_parser(sub):
                    help="with --time: calibration file (default $SPGNN_CALIBRATION or "
                         "~/.cache/spgnn/calibration.json, else built-in defaults)")
     p.add_argument("--top", type=int, default=5, help="with --time: configurations shown per P")
+    add_node_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(command="plan")
     return p
+
+
+def add_node_arguments(p):
+    """``--ranks-per-node`` and ``--inter`` (shared with ``calibrate --model``)."""
+    p.add_argument("--ranks-per-node", type=int, default=None, metavar="N",
+                   help="consecutive ranks per node: collectives whose group spans nodes use "
+                        "the inter-node alpha-beta, with the contention of the groups sharing "
+                        "a node (default: the calibration file's, else one node)")
+    p.add_argument("--inter", default=None, metavar="ALPHA,BETA",
+                   help="inter-node latency (s) and seconds per byte for every collective "
+                        "kind (default: the calibration file's comm_inter)")
+
+
+def apply_node_arguments(cal, args, what):
+    """The calibration with ``--ranks-per-node`` / ``--inter`` applied. Local; ValueError if bad."""
+    inter = None
+    if args.inter is not None:
+        try:
+            a, b = (float(v) for v in args.inter.split(","))
+        except ValueError:
+            raise ValueError(f"{what}: --inter must be ALPHA,BETA, but got {args.inter!r}") \
+                from None
+        inter = {"default": (a, b)}
+    rpn = args.ranks_per_node if args.ranks_per_node is not None else cal.ranks_per_node
+    if rpn is not None and rpn < 1:
+        raise ValueError(f"{what}: --ranks-per-node must be >= 1, but got {rpn}")
+    if inter is None and rpn is not None and cal.comm_inter is None:
+        raise ValueError(f"{what}: --ranks-per-node needs the inter-node alpha-beta: --inter "
+                         f"ALPHA,BETA (the calibration has no comm_inter)")
+    if inter is None and rpn == cal.ranks_per_node:
+        return cal
+    return cal.with_nodes(rpn, inter if inter is not None else cal.comm_inter)
 
 
 def _alpha_beta(args):
@@ -202,7 +235,7 @@ def time_all(args, adj, ordered):
     dims = _parse_list(args.dims, "dims", int) if args.dims else [args.feat] * 3
     if len(dims) < 2 or min(dims) < 1:
         raise ValueError(f"plan: --dims needs two or more positive widths, but got {dims}")
-    cal = load_calibration(args.calibration)
+    cal = apply_node_arguments(load_calibration(args.calibration), args, "plan")
 
     def offsets_for(blocks):
         _, offsets, a = ordered(blocks)
@@ -213,14 +246,19 @@ def time_all(args, adj, ordered):
         ranked = rank_configs(adj, p, dims, cal, offsets_for=offsets_for, itemsize=args.itemsize)
         out.append({"ranks": p, "ranking": [r.to_dict() for r in ranked]})
     meta = {"dims": dims, "calibration": cal.meta.get("source", args.calibration or "file"),
-            "calibrated": {"compute": "compute" in cal.meta, "comm": "comm" in cal.meta}}
+            "calibrated": {"compute": "compute" in cal.meta, "comm": "comm" in cal.meta},
+            "ranks_per_node": cal.ranks_per_node,
+            "comm_inter": None if cal.comm_inter is None else
+            {k: list(v) for k, v in cal.comm_inter.items()}}
     return meta, out
 
 
 def _time_table(meta, timed, top):
+    nodes = (f"; {meta['ranks_per_node']} ranks per node, inter-node alpha-beta "
+             f"{meta['comm_inter']['default']}" if meta.get("ranks_per_node") else "; one node")
     lines = [f"predicted GCN epoch, widths {meta['dims']} (calibration: compute "
              f"{'measured' if meta['calibrated']['compute'] else 'defaults'}, communication "
-             f"{'measured' if meta['calibrated']['comm'] else 'defaults'})",
+             f"{'measured' if meta['calibrated']['comm'] else 'defaults'}{nodes})",
              f"{'ranks':>6} {'rank':>4} {'configuration':<20} {'epoch s':>11} {'compute s':>11} "
              f"{'comm s':>11} {'max bytes/rank':>15}"]
     for entry in timed:

@@ -20,18 +20,35 @@ from . import print_result
 from ._graph_options import add_graph_options, graph_options
 
 
+def replication_arg(text):
+    """``--replication``: a positive int or ``auto`` (argparse type; shared with ``train``)."""
+    if str(text) == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"must be an int or 'auto', not {text!r}") from None
+
+
 def add_parser(sub):
     p = sub.add_parser("spmm", help="run one distributed SpMM and report time and bytes")
     p.add_argument("--graph", required=True, help="dataset name (cora), graph file or generator "
                                                   "spec (rmat:16:16)")
     add_graph_options(p)
     p.add_argument("--feat", type=int, default=64, help="columns of X (default 64)")
-    p.add_argument("--algo", default="1d-aware", choices=DISTRIBUTED_ALGORITHMS)
+    p.add_argument("--algo", default="1d-aware", choices=("auto",) + DISTRIBUTED_ALGORITHMS,
+                   help="auto: the configuration the performance model predicts fastest for "
+                        "one multiply (rank 0 ranks, every rank runs its choice; the top 3 are "
+                        "printed and recorded under 'auto')")
     p.add_argument("--partition", default="none", choices=tuple(PARTITIONERS),
                    help="row order and blocks (spgnn.partition.PARTITIONERS; default none: "
                         "the graph's order, even blocks)")
     p.add_argument("--partition-file", help="part id per vertex (from plan --save-partition)")
-    p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms (default 2)")
+    p.add_argument("--replication", type=replication_arg, default=2,
+                   help="c for 15d algorithms (default 2), or auto: the c the performance model "
+                        "ranks first")
     p.add_argument("--grid", help="XxYxZ for 3d (default: the grid Plexus's model prefers for "
                                   "a 2-layer GCN of width --feat)")
     p.add_argument("--backend", default=None, help="numpy | numba (default numba)")
@@ -59,6 +76,42 @@ def _prepare_root(args, blocks):
     x = np.random.default_rng(args.seed).standard_normal((n, args.feat)).astype(np.float32)
     reference = (sp.csr_array(a, dtype=np.float64) @ x.astype(np.float64)) if args.check else None
     return a, x, reference, {"n": n, "nnz": int(a.nnz), "name": name, "offsets": offsets.tolist()}
+
+
+def _choose(comm, args):
+    """Replace ``--algo auto`` / ``--replication auto`` by the model's choice. Collective.
+
+    Rank 0 loads the graph and ranks the configurations
+    (:func:`spgnn.cli.auto.choose_spmm`; ``--replication auto`` with a 1.5D
+    ``--algo``: that algorithm's c only; ``--grid`` with auto: 3d on it);
+    every rank takes its choice.  Prints the top 3 on rank 0 (stderr).
+    """
+    import sys
+
+    from spgnn.io import load_adjacency
+
+    from .auto import choose_spmm, describe
+
+    adj, err = None, None
+    if comm.rank == 0:
+        try:
+            adj, _ = load_adjacency(args.graph, **graph_options(args))
+        except (OSError, ValueError, ImportError) as exc:
+            err = exc
+    comm.agree(err)
+    algorithms = () if args.algo == "auto" else (args.algo,)
+    algo, c, grid, top = choose_spmm(comm, adj, args.feat, partition=args.partition,
+                                     seed=args.seed, grid=args.grid, algorithms=algorithms)
+    args.algo = algo
+    args.replication = c if algo.startswith("15d") else (
+        2 if args.replication == "auto" else args.replication)
+    if grid is not None:
+        args.grid = "x".join(map(str, grid))
+    if comm.rank == 0:
+        print(f"--algo auto chose {algo}{' --grid ' + args.grid if grid else ''}"
+              f"{' --replication %d' % c if algo.startswith('15d') else ''}:\n"
+              f"{describe(top, 'multiply')}", file=sys.stderr, flush=True)
+    return top
 
 
 def _distribute(comm, args, a, x, meta, grid3d):
@@ -100,14 +153,17 @@ def measure(comm, args):
 
     p = comm.size
     # Checks every rank can make: before any communication.
-    if args.algo in ("15d", "15d-aware") and (args.replication < 1 or p % args.replication):
+    if (args.algo in ("15d", "15d-aware") and args.replication != "auto"
+            and (args.replication < 1 or p % args.replication)):
         raise SystemExit(f"spmm: --replication must divide the {p} ranks, "
                          f"but got {args.replication}")
     if args.feat < 0 or args.repeat < 1:
         raise SystemExit("spmm: --feat must be >= 0 and --repeat >= 1")
+    auto, err = None, None
+    if args.algo == "auto" or args.replication == "auto":
+        auto = _choose(comm, args)
     blocks = p // args.replication if args.algo in ("15d", "15d-aware") else p
     a = x = reference = meta = None
-    err = None
     if comm.rank == 0:
         try:
             a, x, reference, meta = _prepare_root(args, blocks)
@@ -139,6 +195,8 @@ def measure(comm, args):
               "seconds_max": slowest}
     if args.algo in ("15d", "15d-aware"):
         result["replication"] = args.replication
+    if auto is not None:
+        result["auto"] = auto
     if grid3d:
         result["grid"] = "x".join(map(str, grid3d))
     if args.check:
@@ -158,9 +216,16 @@ def measure(comm, args):
 
 def check_args(args):
     """Raise ValueError for options every rank can judge alone. Local."""
-    if args.grid is not None and args.algo != "3d":
-        raise ValueError("spmm: --grid applies to --algo 3d only")
-    if args.feat < 1 or args.repeat < 1 or args.replication < 1:
+    if args.grid is not None and args.algo not in ("3d", "auto"):
+        raise ValueError("spmm: --grid applies to --algo 3d (or auto) only")
+    if args.replication == "auto" and args.algo not in ("15d", "15d-aware", "auto"):
+        raise ValueError(f"spmm: --replication auto applies to --algo 15d, 15d-aware or auto, "
+                         f"not {args.algo}")
+    if args.partition_file and (args.algo == "auto" or args.replication == "auto"):
+        raise ValueError("spmm: --partition-file fixes the blocks; it cannot be combined with "
+                         "--algo auto or --replication auto")
+    replication = 1 if args.replication == "auto" else args.replication
+    if args.feat < 1 or args.repeat < 1 or replication < 1:
         raise ValueError(f"spmm: --feat, --repeat and --replication must be >= 1, but got "
                          f"{args.feat}, {args.repeat} and {args.replication}")
 

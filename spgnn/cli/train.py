@@ -66,6 +66,7 @@ from ..io.synthetic import (FEATURE_SPECS, LABEL_SPECS, check_feature_spec, chec
                             with_synthetic)
 from ..partition import PARTITIONERS
 from . import hec_options
+from .spmm import replication_arg
 from ..sampling import GraphSAGESampler, LADIESSampler
 
 DTYPES = ("float32", "float64")
@@ -94,10 +95,17 @@ def add_parser(sub):
                    help="auto (default): the configuration the performance model predicts "
                         "fastest, with its --replication or --grid (spgnn.cli.auto)")
     p.add_argument("--partition", default="none", choices=tuple(PARTITIONERS))
-    p.add_argument("--replication", type=int, default=2, help="c for 15d algorithms and "
-                                                              "partitioned sampling (default 2)")
+    p.add_argument("--replication", type=replication_arg, default=2,
+                   help="c for 15d algorithms and partitioned sampling (default 2); auto with "
+                        "--algo 15d/15d-aware: the c the performance model ranks first")
     p.add_argument("--grid", default=None, help="XxYxZ for 3d (with --algo auto: use 3d on "
                                                 "this grid; default for 3d: the most cubic)")
+    p.add_argument("--permute", default="none", choices=("none", "double"),
+                   help="3d: Plexus's double permutation (independent row and column orders, "
+                        "alternating by layer) to even out the nnz per rank")
+    p.add_argument("--agg-blocks", type=int, default=1, metavar="K",
+                   help="3d: blocked aggregation, the SpMM and its all-reduce in K row chunks "
+                        "(same bytes, smaller buffers)")
     p.add_argument("--backend", default=None, help="numpy | numba (default numba)")
     p.add_argument("--dtype", default="float32", choices=DTYPES)
     p.add_argument("--epochs", type=int, default=None,
@@ -276,19 +284,33 @@ def check_args(args, p):
                          "model with --algo 1d-aware")
     if spec.training == "full-graph":
         if spec.algorithms and (args.algo not in ("auto",) + spec.algorithms
-                                or args.grid is not None):
+                                or args.grid is not None or _wants_3d(args)):
             raise ValueError(f"train: --model {args.model} trains with --algo "
                              f"{' or '.join(spec.algorithms)} (or auto), not "
-                             f"{'--grid' if args.grid is not None else args.algo}")
-        if args.algo in ("15d", "15d-aware") and (args.replication < 1 or p % args.replication):
+                             f"{'--grid' if args.grid is not None else '--permute/--agg-blocks' if _wants_3d(args) else args.algo}")
+        if args.replication == "auto" and args.algo not in ("15d", "15d-aware", "auto"):
+            raise ValueError(f"train: --replication auto applies to --algo 15d, 15d-aware or "
+                             f"auto, not {args.algo}")
+        if args.replication == "auto" and (_wants_3d(args) or args.grid is not None):
+            raise ValueError("train: --replication auto chooses a 1.5D c; --grid, --permute "
+                             "and --agg-blocks choose 3d")
+        if (args.algo in ("15d", "15d-aware") and args.replication != "auto"
+                and (args.replication < 1 or p % args.replication)):
             raise ValueError(f"train: --replication must divide the {p} ranks, but got "
                              f"{args.replication}")
         if args.grid is not None and args.algo not in ("3d", "auto"):
             raise ValueError("train: --grid applies to --algo 3d (or auto) only")
+        if args.agg_blocks < 1:
+            raise ValueError(f"train: --agg-blocks must be >= 1, but got {args.agg_blocks}")
+        if _wants_3d(args) and args.algo not in ("3d", "auto"):
+            raise ValueError("train: --permute and --agg-blocks apply to --algo 3d (or auto, "
+                             "which then chooses among 3d grids) only")
         if args.grid is not None:
             parse_grid(args.grid, p, ndim=3, what="train: --grid")
         return
     _parse_fanout(args.fanout)
+    if args.replication == "auto":
+        raise ValueError("train: --replication auto applies to full-graph models only")
     if args.batch_size < 1 or args.bulk < 1:
         raise ValueError(f"train: --batch-size and --bulk must be >= 1, but got "
                          f"{args.batch_size} and {args.bulk}")
@@ -302,6 +324,11 @@ def check_args(args, p):
     if args.partition_mode == "partitioned" and (args.replication < 1 or p % args.replication):
         raise ValueError(f"train: --replication {args.replication} must divide the {p} ranks")
     hec_options.check(args, p)
+
+
+def _wants_3d(args):
+    """Options of 3d training only: ``--algo auto`` then ranks 3d grids only."""
+    return getattr(args, "permute", "none") != "none" or getattr(args, "agg_blocks", 1) != 1
 
 
 def _config(args, p):
@@ -356,11 +383,13 @@ def _options(args):
 
 
 def _build_full_graph(comm, args, graph, spec):
-    if args.algo == "auto":
+    if args.algo == "auto" or args.replication == "auto":
         _choose_auto(comm, args, graph)
     kw = {}
     if args.algo == "3d" and args.grid:
         kw["grid"] = parse_grid(args.grid, comm.size, ndim=3, what="train: --grid")
+    if args.algo == "3d":
+        kw.update(permute=args.permute, agg_blocks=args.agg_blocks)
     dg = DistGraph.from_graph(graph, comm, algorithm=args.algo, partition=args.partition,
                               replication=args.replication, backend=args.backend,
                               seed=args.seed, dtype=np.dtype(args.dtype),
@@ -390,9 +419,12 @@ def _choose_auto(comm, args, graph):
         dims = ([int(graph.features.shape[1])] + [args.hidden] * (args.layers - 1)
                 + [int(graph.num_classes)])
     algo, c, grid, top = choose(comm, graph, dims, partition=args.partition, seed=args.seed,
-                                grid=args.grid, algorithms=MODELS[args.model].algorithms)
+                                grid=args.grid,
+                                algorithms=("3d",) if _wants_3d(args)
+                                else (args.algo,) if args.algo.startswith("15d")
+                                else MODELS[args.model].algorithms)
     args.algo, args.auto_choice = algo, top
-    if algo.startswith("15d"):
+    if algo.startswith("15d") or args.replication == "auto":
         args.replication = c
     if grid is not None:
         args.grid = "x".join(map(str, grid))
@@ -616,6 +648,10 @@ def _run(comm, args, spec, cfg, trainer, algorithm, name, selection, ckpt_dir, t
     if not minibatch:
         out.update({"aggregation": args.aggregation, "quantize": args.quantize,
                     "rounding": args.rounding, "label_prop": args.label_prop})
+        if algorithm == "3d":
+            out.update({"permute": args.permute, "agg_blocks": args.agg_blocks})
+        if algorithm.startswith("15d"):
+            out["replication"] = args.replication
         out.update({"partition": args.partition, "hidden": args.hidden, "layers": args.layers,
                     "dtype": args.dtype,
                     "sparse_features": type(g.features).__name__ == "SparseBackedMatrix"})

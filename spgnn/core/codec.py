@@ -14,9 +14,10 @@ data and parameters apart:
 With int2 and bf16 parameters the reduction against fp32 rows is
 ``4·n·F / (n·F/4 + 4·n) = 16F/(F+16)`` once ``n_p`` is a multiple of 4.
 
-Stochastic rounding draws one keyed counter-based uniform per element: the
-counter is ``row_key·F + column`` (``row_key`` the global id of the node
-the row stands for) and the key mixes the codec's seed, a caller key (the
+Stochastic rounding draws one keyed counter-based 16-bit uniform per
+element, four from each SplitMix64 draw of counter ``row_key·ceil(F/4) +
+column // 4`` (``row_key`` the global id of the node the row stands for;
+exact formula: ``kernels/numba/quant.py``) and the key mixes the codec's seed, a caller key (the
 epoch) and a call counter, so every exchange of every epoch draws afresh
 and the draws do not depend on the rank count.  All ranks make the same
 exchanges in the same order (SPMD), so their counters agree.

@@ -147,7 +147,7 @@ DISTRIBUTED_ALGORITHMS = tuple(name for name in SPMM_ALGORITHMS if name != "loca
 
 
 def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False, aggregation="post",
-         codec=None):
+         codec=None, row_blocks=1):
     """``Y = A (+).(x) X`` for a distributed sparse A and dense X.
 
     Collective over the grid of A and X.
@@ -168,6 +168,9 @@ def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False, aggreg
         a minimum vertex cover of each pair's cut graph (hybrid).
     codec : spgnn.core.codec.Codec, optional
         ``1d-aware`` only: the exchanged rows travel quantized.
+    row_blocks : int
+        ``3d`` only: multiply and all-reduce in this many row chunks
+        (Plexus's blocked aggregation, :func:`spgnn.core.spmm_3d.spmm_3d`).
 
     Returns
     -------
@@ -205,6 +208,13 @@ def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False, aggreg
     except KeyError:
         raise ValueError(f"spmm: unknown algorithm {algorithm!r}; expected one of "
                          f"{sorted(SPMM_ALGORITHMS)}") from None
+    if row_blocks != 1:
+        if not isinstance(row_blocks, (int, np.integer)) or row_blocks < 1:
+            raise ValueError(f"spmm: row_blocks must be an int >= 1, but got {row_blocks!r}")
+        if algorithm != "3d":
+            raise ValueError(f"spmm: row_blocks={row_blocks} needs algorithm='3d', but got "
+                             f"{algorithm!r}")
+        return fn(A, X, semiring, row_blocks=int(row_blocks))
     return fn(A, X, semiring)
 
 

@@ -40,12 +40,13 @@ import numpy as np
 
 from ..errors import LayoutMismatch
 from ..layout import Layout, block_offsets
+from ..local.csr import LocalCSR
 from ..local.semiring import partial_semiring
 from .depth import depth_counts, gather_depth, nested_splits
 from .dist_dense import DistDenseMatrix
 from .spmm_common import finish_partials
 
-__all__ = ["roles_3d", "layouts_3d", "require_3d", "spmm_3d"]
+__all__ = ["roles_3d", "layouts_3d", "require_3d", "spmm_3d", "row_chunks"]
 
 SUPPORTED = ("A = Layout(d, o) and X = Layout(o, i) or Layout((o, d), i) for three distinct grid "
              "axes (o, i, d), X not partial, X's row blocks over o equal to A's column blocks; "
@@ -119,14 +120,67 @@ def require_3d(A, X, name="3d"):
     return got
 
 
-def spmm_3d(A, X, semiring):
+def row_chunks(local, k, backend, align=1):
+    """``[(r0, r1, csr)]``: ``local``'s rows in ``k`` chunks, even in row count. Local.
+
+    Every member of an all-reduce group over ``o`` holds the same ``d``
+    block, hence the same row count and the same chunk boundaries (report
+    §9 pitfall 12): the chunks' all-reduces pair up.  Boundaries fall on
+    multiples of ``align`` rows (the last chunk takes the remainder): with
+    ``align`` the group size, every chunk but the last splits evenly over
+    the group, so each rank's share of the chunked all-reduces (the ring
+    model's ``n - ⌊n/p⌋`` or ``n - ⌈n/p⌉`` elements) adds up to its share of
+    the unblocked one, byte for byte.
+    """
+    m, align = local.shape[0], max(1, int(align))
+    bounds = [align * b for b in block_offsets(m // align, k)]
+    bounds[-1] = m
+    host_ptr = np.asarray(backend.to_host(local.indptr))
+    out = []
+    for r0, r1 in zip(bounds[:-1], bounds[1:]):
+        s, e = int(host_ptr[r0]), int(host_ptr[r1])
+        out.append((r0, r1, LocalCSR(local.indptr[r0:r1 + 1] - s, local.indices[s:e],
+                                     local.data[s:e], (r1 - r0, local.shape[1]), check=None)))
+    return out
+
+
+def _blocked_partials(A, f_local, semiring, comm_o, k):
+    """Blocked aggregation (Plexus §4.2): SpMM and all-reduce over ``o`` chunk by chunk.
+
+    Collective over ``comm_o``: ``k`` all-reduces whose sizes add up to the
+    unblocked one (the same bytes; ``k`` times the messages).  The partial
+    sums are written into the output's rows, so only one chunk's reduced
+    copy exists beside it: the aggregation holds ``(1 + 1/k)`` output
+    blocks at its peak instead of 2.
+    """
+    be = A.backend
+    key = ("spmm-3d:row-chunks", k)
+    chunks = A.cache.get(key)
+    if chunks is None:
+        chunks = A.cache[key] = row_chunks(A.local, k, be, align=comm_o.size)
+    part = partial_semiring(semiring)
+    out = be.xp.empty((A.local.shape[0], f_local.shape[1]),
+                      dtype=np.result_type(A.local.data.dtype, f_local.dtype))
+    for r0, r1, csr in chunks:
+        y = be.spmm(csr, f_local, part, out=out[r0:r1])     # partial sums in place
+        if comm_o.size > 1:
+            host = np.ascontiguousarray(be.to_host(y))
+            out[r0:r1] = be.from_host(comm_o.allreduce(host, op=semiring.add.name,
+                                                       label="spmm-3d:allreduce"))
+        del y
+    return out
+
+
+def spmm_3d(A, X, semiring, row_blocks=1):
     """Plexus's aggregation ``H = A (+).(x) F`` for roles ``(o, i, d)`` inferred from the layouts.
 
     Collective: over the grid.  An all-gather over ``d`` when X is row-sharded
     over ``d`` (first layer), the local multiply, and an all-reduce over
     ``o`` with the semiring's add monoid (``mean`` reduces as plus and then
     divides by the global row counts, computed once and cached on A).
-    Returns H with ``Layout(d, i)``.
+    ``row_blocks > 1``: the multiply and the all-reduce run in that many
+    row chunks (:func:`_blocked_partials`; the same bytes, the same result
+    bit for bit, smaller temporary buffers).  Returns H with ``Layout(d, i)``.
     """
     o, i, d, sharded = require_3d(A, X)
     grid, be = A.grid, A.backend
@@ -134,9 +188,14 @@ def spmm_3d(A, X, semiring):
     if sharded:
         f_local = gather_depth(grid, f_local, d, be, "spmm-3d:allgather",
                                depth_counts(X.layout, grid, X.shape[0], o, d))
-    y = be.spmm(A.local, f_local, partial_semiring(semiring))
     comm_o = grid.comm(o)
-    y = finish_partials(A, A.local, y, semiring, comm_o, "spmm-3d", ("spmm-3d:rowcounts", o),
-                        count_comm=comm_o if comm_o.size > 1 else None)
+    if row_blocks > 1:
+        y = _blocked_partials(A, f_local, semiring, comm_o, row_blocks)
+        reduce_over = None                       # already reduced chunk by chunk
+    else:
+        y = be.spmm(A.local, f_local, partial_semiring(semiring))
+        reduce_over = comm_o
+    y = finish_partials(A, A.local, y, semiring, reduce_over, "spmm-3d",
+                        ("spmm-3d:rowcounts", o), count_comm=comm_o if comm_o.size > 1 else None)
     layout = Layout(d, i, row_splits=A.layout.row_splits, col_splits=X.layout.col_splits)
     return DistDenseMatrix(y, (A.shape[0], X.shape[1]), grid, layout, backend=be)

@@ -379,6 +379,10 @@ class GraphContext(Context):
         self._exchange = getattr(graph, "exchange", None)
         if self._exchange is not None:
             self._exchange.start(epoch, training)
+        # Row order of the latest aggregation's output (double permutation:
+        # the features are in P_c order, hop h's output in P_r (h even) or
+        # P_c (h odd) order); what dropout row ids and the loss's labels use.
+        self.order = "c"
 
     def _spmm_options(self):
         ex = self._exchange
@@ -409,7 +413,15 @@ class GraphContext(Context):
         lay = H.layout
         o = lay.rows[0]
         d = lay.rows[1] if len(lay.rows) == 2 else self._third(o, *lay.cols)
-        return spmm(g.adjacency(d, o), H, algorithm="3d")
+        v = g.variant(hop)
+        if g.permute == "double":
+            want, out = g.variant_orders(v)
+            if self.order != want:
+                raise LayoutMismatch(f"GraphContext.propagate: hop {hop} multiplies rows in "
+                                     f"P_{want} order (double permutation), but the input is in "
+                                     f"P_{self.order} order; hops must run 0, 1, 2, ... in order")
+            self.order = out
+        return spmm(g.adjacency(d, o, v), H, algorithm="3d", row_blocks=g.agg_blocks)
 
     def propagate_transpose(self, G, hop=0):
         """``Aᵀ·G``: the backward of :meth:`propagate`. Collective.
@@ -423,7 +435,8 @@ class GraphContext(Context):
         if not self.is_3d:
             return spmm(g.AT, G, algorithm=g.algorithm, **self._spmm_options())
         r, c, t = self._roles_of(G, "propagate_transpose")
-        return spmm(g.adjacency_T(t, r), G, algorithm="3d")
+        return spmm(g.adjacency_T(t, r, g.variant(hop)), G, algorithm="3d",
+                    row_blocks=g.agg_blocks)
 
     def root(self, H, hop=0):
         """``H`` itself: on the whole graph every node is its own destination. Local."""
@@ -520,14 +533,14 @@ class GraphContext(Context):
 
     def _row_ids(self, H):
         # the input graph's node ids: the masks do not depend on the partition
-        return self.graph.node_ids(H.layout)
+        return self.graph.node_ids(H.layout, self.order)
 
     # ---------------------------------------------------------------------- loss
     def _loss_args(self, logits):
         lay = logits.layout
         rows = self.grid.comm(*lay.rows) if lay.rows else None
         cols = self.grid.comm(*lay.cols) if lay.cols else None
-        nodes = self.graph.node_block(lay)
+        nodes = self.graph.node_block(lay, self.order)
         return nodes, dict(row_comm=rows, class_comm=cols, col_start=logits.col_start)
 
     def loss(self, logits, which="train"):
@@ -553,7 +566,7 @@ class GraphContext(Context):
         lay = logits.layout
         P = DistDenseMatrix(pred[:, None].astype(np.int64), (logits.shape[0], 1), self.grid,
                             Layout(lay.rows, row_splits=lay.row_splits), backend=logits.backend)
-        return self.graph.to_original(P.to_global()[:, 0])
+        return self.graph.to_original(P.to_global()[:, 0], self.order)
 
 
 class BlockContext(Context):

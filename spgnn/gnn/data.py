@@ -49,7 +49,7 @@ from ..layout import Layout, block_offsets
 from ..io.preprocess import (mean_adjacency, neighbour_pattern, normalized_adjacency,
                              row_normalize_features)
 from ..io.synthetic import SYNTHETIC_HINT
-from ..partition import PARTITIONERS, partition_graph
+from ..partition import PARTITIONERS, double_permutation, partition_graph
 from .context import GraphContext
 from .sparse import SPARSE_DENSITY, SparseBackedMatrix
 
@@ -60,6 +60,8 @@ ALGORITHMS = DISTRIBUTED_ALGORITHMS
 PARTITIONS = tuple(PARTITIONERS)
 #: The graph's aggregation matrix (what :meth:`GraphContext.propagate` multiplies by).
 AGGREGATIONS = ("gcn", "mean")
+#: Row/column orders of 3d training (``permute=``): none, or Plexus's double permutation.
+PERMUTES = ("none", "double")
 _NODE_COLS = ("label", "train", "val", "test", "orig")
 
 
@@ -152,7 +154,7 @@ class DistGraph:
     def from_graph(cls, graph, comm, *, algorithm="1d-aware", partition="none", replication=2,
                    grid=None, backend=None, seed=0, dtype=np.float32, normalize_features=True,
                    shard_input=False, shard_weights=True, sparse_features=None,
-                   aggregation="gcn"):
+                   aggregation="gcn", permute="none", agg_blocks=1):
         """Normalise, (optionally) partition and distribute ``graph``.
 
         Collective over ``comm``.
@@ -198,6 +200,20 @@ class DistGraph:
         aggregation : {"gcn", "mean"}
             The aggregation matrix: GCN's ``Â`` (symmetric) or the mean
             aggregator ``D⁻¹A`` (GraphSAGE; not on ``3d``).
+        permute : {"none", "double"}
+            3d only.  ``"double"``: Plexus's double permutation (§4.1,
+            :func:`spgnn.partition.double_permutation` with ``seed``),
+            applied after ``partition``: independent row and column orders
+            ``P_r``, ``P_c``; even hops multiply by ``A1 = P_r Â P_cᵀ``,
+            odd hops by ``A2 = P_c Â P_rᵀ``, the features are in ``P_c``
+            order and a hop's output in ``P_r`` (even hop) or ``P_c`` (odd
+            hop) order.  Evens out the nnz of the 2D blocks (the self-loops
+            of a symmetric order stay in the diagonal blocks); the losses
+            are those of the unpermuted run.  Stores both variants.
+        agg_blocks : int
+            3d only: the aggregation's SpMM and its all-reduce run in this
+            many row chunks (Plexus's blocked aggregation, §4.2): the same
+            bytes, smaller partial-sum buffers.
 
         Raises
         ------
@@ -216,6 +232,16 @@ class DistGraph:
         if aggregation == "mean" and algorithm == "3d":
             raise ValueError("DistGraph.from_graph: aggregation='mean' is not supported on '3d' "
                              "(its root term needs the input and the aggregation in one layout)")
+        if permute not in PERMUTES:
+            raise ValueError(f"DistGraph.from_graph: unknown permute {permute!r}; expected one "
+                             f"of {PERMUTES}")
+        if (permute != "none" or int(agg_blocks) != 1) and algorithm != "3d":
+            raise ValueError(f"DistGraph.from_graph: permute={permute!r} and "
+                             f"agg_blocks={agg_blocks} apply to algorithm '3d' only, not "
+                             f"{algorithm!r}")
+        if int(agg_blocks) < 1:
+            raise ValueError(f"DistGraph.from_graph: agg_blocks must be >= 1, but got "
+                             f"{agg_blocks}")
         if sparse_features and algorithm == "3d":
             raise ValueError("DistGraph.from_graph: sparse_features=True is not supported on "
                              "'3d' (its first-layer products split the feature columns)")
@@ -240,6 +266,7 @@ class DistGraph:
         self.shard_input, self.shard_weights = bool(shard_input), bool(shard_weights)
         self.partition, self.stats = partition, None
         self.aggregation = aggregation
+        self.permute, self.agg_blocks = permute, int(agg_blocks)
         # --- prepare on the holders; rank 0 decides the permutation
         meta, err = None, None
         adj_hat = x = nodes = None
@@ -273,6 +300,14 @@ class DistGraph:
             adj_hat = sp.csr_array(adj_hat[perm][:, perm])
             adj_hat.sort_indices()
             x, nodes = x[perm], nodes[perm]
+        adj2 = nodes_r = None
+        if permute == "double" and adj_hat is not None:
+            # rank 0 and every holder draw the same P_r, P_c from the seed
+            dp = double_permutation(adj_hat, seed)
+            adj_hat, adj2 = dp.matrices(adj_hat)
+            adj_hat.sort_indices()
+            adj2.sort_indices()
+            x, nodes, nodes_r = x[dp.col_perm], nodes[dp.col_perm], nodes[dp.row_perm]
         n = meta["n"]
         self.num_nodes, self.num_features, self.num_classes = n, meta["f"], meta["c"]
         self.counts = meta["counts"]
@@ -307,7 +342,14 @@ class DistGraph:
             self.features = SparseBackedMatrix(csr, self.features.shape, grid, xl,
                                                backend=self.features.backend, dense=dense)
         self._nodes = DistDenseMatrix.from_global(src(nodes), grid, node_layout, root=root)
-        self._node_cache, self._adj_cache, self._perm = {}, {}, None
+        self._node_cache, self._adj_cache, self._perm = {}, {}, {}
+        self._nodes_by_order = {"c": self._nodes}
+        self._A_by_variant = {0: A}
+        if permute == "double":
+            self._nodes_by_order["r"] = DistDenseMatrix.from_global(src(nodes_r), grid,
+                                                                    node_layout, root=root)
+            self._A_by_variant[1] = DistSparseMatrix.from_global(src(adj2), grid, a_layout,
+                                                                 backend=backend, root=root)
         if algorithm == "3d":
             self.A = None
             self._A_base = A
@@ -357,62 +399,78 @@ class DistGraph:
         return grid_1d(comm)
 
     # ------------------------------------------------------------ matrices by layout
-    def adjacency(self, rows, cols):
-        """Â placed as ``Layout(rows, cols)`` (3d shards). Collective the first time (cached).
+    #: Row orders of node data: ``"c"`` (the features' order; the only one
+    #: without a double permutation) and ``"r"`` (``P_r``, double only).
+    ORDERS = ("c", "r")
+
+    def variant(self, hop):
+        """Which Â variant hop ``hop`` multiplies by: 0 (``A1``) or, double-permuted odd hops, 1. Local."""
+        return int(hop) % 2 if self.permute == "double" else 0
+
+    @staticmethod
+    def variant_orders(variant):
+        """``(input order, output order)`` of variant ``variant``'s product (double permutation)."""
+        return ("c", "r") if variant == 0 else ("r", "c")
+
+    def adjacency(self, rows, cols, variant=0):
+        """Â (variant ``variant``) placed as ``Layout(rows, cols)`` (3d shards). Collective once.
 
         Made by redistributing the base copy; every rank must ask for the
         same shards in the same order (they do: the forward pass is SPMD).
+        Variant 1 (``P_c Â P_rᵀ``) exists with ``permute="double"`` only.
         """
-        key = ("A", rows, cols)
+        key = ("A", rows, cols, variant)
         got = self._adj_cache.get(key)
         if got is None:
-            got = self._A_base.redistribute(Layout(rows, cols))
+            got = self._A_by_variant[variant].redistribute(Layout(rows, cols))
             self._adj_cache[key] = got
         return got
 
-    def adjacency_T(self, rows, cols):
+    def adjacency_T(self, rows, cols, variant=0):
         """Âᵀ placed as ``Layout(rows, cols)``: the local transpose of ``adjacency(cols, rows)``."""
-        key = ("AT", rows, cols)
+        key = ("AT", rows, cols, variant)
         got = self._adj_cache.get(key)
         if got is None:
-            got = self.adjacency(cols, rows).transpose()
+            got = self.adjacency(cols, rows, variant).transpose()
             self._adj_cache[key] = got
         return got
 
-    def node_block(self, layout):
+    def node_block(self, layout, order="c"):
         """Node data for the row block of ``layout``: ``{"label", "train", "val", "test", "orig"}``.
 
         Local arrays (masks bool) for my rows under ``layout``'s row axes and
-        row splits.  Collective the first time per row placement (cached).
+        row splits, in row order ``order`` (:attr:`ORDERS`; ``"r"`` only
+        with ``permute="double"``).  Collective the first time per row
+        placement and order (cached).
         """
-        key = (layout.rows, layout.row_splits)
+        key = (layout.rows, layout.row_splits, order)
         got = self._node_cache.get(key)
         if got is None:
             lay = Layout(layout.rows, row_splits=layout.row_splits)
-            loc = self._nodes.redistribute(lay).local
+            loc = self._nodes_by_order[order].redistribute(lay).local
             got = {name: (loc[:, k].astype(bool) if name in ("train", "val", "test")
                           else np.ascontiguousarray(loc[:, k]))
                    for k, name in enumerate(_NODE_COLS)}
             self._node_cache[key] = got
         return got
 
-    def node_ids(self, layout):
+    def node_ids(self, layout, order="c"):
         """Original (input-graph) ids of my rows under ``layout``. Collective the first time."""
-        return self.node_block(layout)["orig"]
+        return self.node_block(layout, order)["orig"]
 
-    def permutation(self):
+    def permutation(self, order="c"):
         """``perm`` with new vertex ``i`` = original vertex ``perm[i]``, on every rank.
 
-        Collective the first time (cached).
+        ``order`` as in :meth:`node_block`.  Collective the first time (cached).
         """
-        if self._perm is None:
-            self._perm = self._nodes.to_global()[:, 4].copy()
-        return self._perm
+        if order not in self._perm:
+            self._perm[order] = self._nodes_by_order[order].to_global()[:, 4].copy()
+        return self._perm[order]
 
-    def to_original(self, values):
+    def to_original(self, values, order="c"):
         """Rows in the distributed (permuted) order put back in the input order. Collective once."""
         values = np.asarray(values)
-        perm = self.permutation()
+        perm = self.permutation(order)
         out = np.empty_like(values)
         out[perm] = values
         return out

@@ -27,7 +27,7 @@ def test_every_source_has_all_type_combinations():
         for i in ("i32", "i64"):
             for f in ("f32", "f64"):
                 assert f"{op}_{i}_{f}" in sigs
-    for op in ("relu", "relu_backward", "dropout"):
+    for op in ("relu", "relu_backward", "dropout", "quant_params", "quant_pack", "quant_unpack"):
         assert {f"{op}_f32", f"{op}_f64"} <= set(sigs)
     assert [p[1:] for p in sigs["spmm_i64_f32"]] == [
         ("long long", True), ("long long", True), ("float", True), ("float", True),

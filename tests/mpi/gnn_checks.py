@@ -68,16 +68,21 @@ def check_gcn_losses(comm, case, reference=None):
         kw["grid"] = case["grid"]
         kw["shard_weights"] = case.get("shard_weights", True)
         kw["shard_input"] = case.get("shard_input", False)
+        kw["permute"] = case.get("permute", "none")
+        kw["agg_blocks"] = case.get("agg_blocks", 1)
     root_only = case.get("root_only", True)
     dg = DistGraph.from_graph(graph if (comm.rank == 0 or not root_only) else None, comm,
                               algorithm=case["algo"], dtype=case["dtype"], **kw)
     model = GCN(dg.num_features, case["hidden"], dg.num_classes, layers=case["layers"],
                 dropout=0.0, seed=case["seed"], order=case.get("order", "auto"))
     tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=case["lr"]))
-    losses = []
+    losses, ledgers = [], []
     for _ in range(case["epochs"]):
-        losses.append(tr.train_epoch()["loss"])
+        out = tr.train_epoch()
+        losses.append(out["loss"])
+        ledgers.append(out["bytes_by_label"])
         replicas_identical(comm, model)
+    case["ledgers"] = ledgers
     rtol = case.get("rtol", 1e-9 if case["dtype"] == np.float64 else 1e-4)
     assert_dist_allclose(comm, np.array(losses), np.array(ref_losses), rtol=rtol, atol=rtol,
                          what=f"losses {case['algo']} grid={case['grid']}")
@@ -87,6 +92,28 @@ def check_gcn_losses(comm, case, reference=None):
     return losses
 
 
+def check_plexus(comm, graph, base, dims):
+    """Double permutation and blocked aggregation on every 3d grid of P. Collective."""
+    ref = train_reference(graph.adj, graph.features, graph.labels, graph.train_mask, dims,
+                          epochs=base["epochs"], lr=base["lr"], weight_decay=5e-4,
+                          seed=base["seed"])
+    for algo, grid in cases_for(comm.size):
+        if algo != "3d":
+            continue
+        plain = dict(base, algo=algo, grid=grid)
+        plain_losses = check_gcn_losses(comm, plain, ref)
+        for permute, blocks in (("double", 1), ("none", 3), ("double", 3)):
+            case = dict(base, algo=algo, grid=grid, permute=permute, agg_blocks=blocks)
+            losses = check_gcn_losses(comm, case, ref)
+            assert_dist_allclose(comm, np.array(losses), np.array(plain_losses), rtol=1e-12,
+                                 atol=1e-12, what=f"losses {permute} blocks={blocks} vs plain")
+            collective_assert(comm, case["ledgers"] == plain["ledgers"],
+                              f"ledger bytes {permute} blocks={blocks} differ from the "
+                              f"unblocked run's")
+            if comm.rank == 0:
+                print(f"ok plexus {grid} permute={permute} agg_blocks={blocks}", flush=True)
+
+
 def main():
     from spgnn import Communicator
 
@@ -94,6 +121,10 @@ def main():
     parser.add_argument("--cora", default="", help="Planetoid folder (empty: skip Cora)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--skip-sbm", action="store_true")
+    parser.add_argument("--plexus", action="store_true",
+                        help="3d with double permutation and blocked aggregation (issue 26): "
+                             "losses equal the reference and the unpermuted run, ledger bytes "
+                             "equal the unblocked run's")
     args = parser.parse_args()
     comm = Communicator.world()
     p = comm.size
@@ -108,6 +139,8 @@ def main():
         check_gcn_losses(comm, dict(base, algo=algo, grid=grid), ref)
         if comm.rank == 0:
             print(f"ok sbm {algo} {grid}", flush=True)
+    if args.plexus:
+        check_plexus(comm, graph, base, dims)
     if args.cora:
         from spgnn.io import load_planetoid
 

@@ -137,7 +137,8 @@ def case_3d(draw, sizes=SIZES, shapes=None, max_dim=16):
                 semiring=draw(st.sampled_from(sorted(SEMIRINGS))),
                 dtype=draw(st.sampled_from(["float32", "float64"])),
                 density=draw(st.sampled_from([0.0, 0.1, 0.4])),
-                seed=draw(st.integers(0, 2**31 - 1)))
+                seed=draw(st.integers(0, 2**31 - 1)),
+                blocks=draw(st.sampled_from([1, 2, 3, 7])))     # blocked aggregation
 
 
 def check_spmm_3d(comm, case, backend="numpy"):
@@ -157,9 +158,10 @@ def check_spmm_3d(comm, case, backend="numpy"):
         lx = Layout(o, i, row_splits=case["ocols"], col_splits=case["fcols"])
     A = DistSparseMatrix.from_global(a, grid, la, backend=backend)
     X = DistDenseMatrix.from_global(x, grid, lx, backend=backend)
-    spmm(A, X, semiring, algorithm=algo)
+    blocks = case.get("blocks", 1)          # row chunks: the same bytes and values
+    spmm(A, X, semiring, algorithm=algo, row_blocks=blocks)
     with comm.track("spmm3d") as stats:
-        Y = spmm(A, X, semiring, algorithm=algo)
+        Y = spmm(A, X, semiring, algorithm=algo, row_blocks=blocks)
     want_layout = Layout(d, i, row_splits=case["rows"], col_splits=case["fcols"])
     assert_dist_equal(comm, np.array(Y.layout == want_layout), np.array(True), "output layout")
     (r0, r1), (f0, f1) = Y.layout.bounds(grid, Y.shape)

@@ -4,24 +4,54 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from spgnn.backends import get_backend
+from spgnn.backends import _quant, get_backend
 from spgnn.comm import run_loopback
 from spgnn.core.codec import Codec, make_codec, wire_bytes
+from spgnn.counter_rng import GOLDEN, mix64
 from spgnn.errors import DTypeError
 
 BE = get_backend("numba")
 
 
-def reference_encode(x, seg_counts, bits):
-    """Nearest rounding, fp32 params, in numpy: the codes as an (n, F) array and the bytes."""
+def _bf16(a):
+    """float32 -> nearest bfloat16 (ties to even), as float32."""
+    b = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return b.astype(np.uint32).view(np.float32)
+
+
+def reference_uniforms(row_keys, width, base):
+    """The documented draws: one mix64 per 4 columns, 16-bit midpoints ``(k + 1/2)·2^-16``."""
+    W = -(-width // 4)
+    c = np.arange(width, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        ctr = np.asarray(row_keys, np.uint64)[:, None] * np.uint64(W) + c[None, :] // np.uint64(4)
+        d = mix64((ctr ^ np.uint64(base)) + GOLDEN)
+    k = (d >> (np.uint64(16) * (c[None, :] % np.uint64(4)))) & np.uint64(0xFFFF)
+    return (k.astype(np.float32) + np.float32(0.5)) * np.float32(2.0**-16)
+
+
+def reference_encode(x, seg_counts, bits, rounding="nearest", param_dtype="fp32", base=0,
+                     row_keys=None):
+    """The codec in numpy: the codes as an (n, F) array, Z, S and the packed bytes."""
     x = np.asarray(x, dtype=np.float32)
     lo = x.min(1) if x.shape[1] else np.zeros(x.shape[0], np.float32)
     hi = x.max(1) if x.shape[1] else np.zeros(x.shape[0], np.float32)
     S = ((hi.astype(np.float64) - lo) / (2**bits - 1)).astype(np.float32)
     S[S == 0] = 1
+    if param_dtype == "bf16":
+        lo, S = _bf16(lo), _bf16(S)
+        S[S == 0] = 1
     inv = (np.float32(1) / S).astype(np.float32)
-    q = np.clip(np.rint((x - lo[:, None]) * inv[:, None]), 0, 2**bits - 1)
-    q = q.astype(np.uint8)
+    v = (x - lo[:, None]) * inv[:, None]
+    if rounding == "nearest":
+        q = np.rint(v)
+    else:
+        fl = np.floor(v)
+        u = reference_uniforms(np.arange(x.shape[0]) if row_keys is None else row_keys,
+                               x.shape[1], base)
+        q = fl + (u < v - fl)
+    q = np.clip(q, 0, 2**bits - 1).astype(np.uint8)
     per = 8 // bits
     out, start = [], 0
     for n in seg_counts:
@@ -57,6 +87,26 @@ def test_nearest_matches_reference_and_bound(segs, width, bits, seed, shift):
         assert np.all(err <= S[:, None] / 2 * (1 + 1e-4))
         # The row minimum is reconstructed exactly with fp32 parameters.
         np.testing.assert_array_equal(y.min(1), x.min(1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(segs=segs, width=st.integers(0, 13), bits=st.sampled_from([8, 4, 2]),
+       seed=st.integers(0, 2**31), rounding=st.sampled_from(["stochastic", "nearest"]),
+       param_dtype=st.sampled_from(["bf16", "fp32"]), base=st.integers(0, 2**64 - 1),
+       f64=st.booleans())
+def test_codes_equal_numpy_reference(segs, width, bits, seed, rounding, param_dtype, base, f64):
+    """Every code bit and parameter equals the documented formulas (draws included)."""
+    n = sum(segs)
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(size=(n, width)) * 10.0 ** rng.integers(-3, 4)).astype(np.float32)
+    keys = rng.integers(0, 2**40, size=n)
+    xin = x.astype(np.float64) if f64 else x
+    codes, params = BE.quantize_rows(xin, segs, bits, rounding, param_dtype, base, keys)
+    _, lo, S, ref = reference_encode(x, segs, bits, rounding, param_dtype, base, keys)
+    np.testing.assert_array_equal(codes, ref)
+    zl, zs = _quant.params_to_float(params)
+    np.testing.assert_array_equal(zl, lo)
+    np.testing.assert_array_equal(zs, S)
 
 
 @settings(max_examples=25, deadline=None)
