@@ -204,7 +204,8 @@ class CupyBackend(Backend):
             V.check_out(out, (m, n), dt, "spmm", xp=xp)
         if not semiring.builtin:
             # GraphBLAS and user semirings have no CUDA kernel: the host backend computes them
-            y = xp.asarray(self._host_backend().spmm(self._host_csr(a), self.to_host(x), semiring))
+            host, ha = self._on_host(a)
+            y = xp.asarray(host.spmm(ha, self.to_host(x), semiring))
             if out is not None:
                 out[...] = y
                 return out
@@ -230,13 +231,22 @@ class CupyBackend(Backend):
             return out
         return y
 
+    def _on_host(self, a):
+        """``(host backend, a on the host)`` for semirings without a CUDA kernel."""
+        from . import numba_backend, numpy_backend
+
+        cls = (numba_backend.NumbaBackend if numba_backend.NumbaBackend.is_available()
+               else numpy_backend.NumpyBackend)
+        h = self.to_host
+        return cls(), LocalCSR(h(a.indptr), h(a.indices), h(a.data), a.shape, check=None)
+
     def sddmm(self, a, x, y, semiring):
         """``C.data[e] = a.data[e] (x) ((+)_k x[i, k] (x) y[j, k])`` on ``a``'s pattern. Local."""
         xp = self._xp
         x, y, semiring, dt = V.check_sddmm(a, x, y, semiring, xp=xp)
         if not semiring.builtin:      # no CUDA kernel: the host backend computes it
-            got = self._host_backend().sddmm(self._host_csr(a), self.to_host(x), self.to_host(y),
-                                             semiring)
+            host, ha = self._on_host(a)
+            got = host.sddmm(ha, self.to_host(x), self.to_host(y), semiring)
             return LocalCSR(a.indptr, a.indices, xp.asarray(got.data), a.shape, check=None)
         out = xp.empty(a.nnz, dtype=dt)
         m = a.shape[0]

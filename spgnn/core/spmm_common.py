@@ -16,7 +16,7 @@ import numpy as np
 from ..layout import Layout
 from .dist_dense import DistDenseMatrix
 
-__all__ = ["row_split_result", "finish_partials"]
+__all__ = ["row_split_result", "finish_partials", "reduce_partials"]
 
 
 def row_split_result(A, X, y):
@@ -54,7 +54,7 @@ def finish_partials(A, local, y, semiring, comm, label, key, count_comm):
     be = A.backend
     if comm is not None and comm.size > 1:
         host = np.ascontiguousarray(be.to_host(y))
-        y = be.from_host(_reduce_partials(comm, host, semiring.add, be, label))
+        y = be.from_host(reduce_partials(comm, host, semiring.add, be, label))
     if semiring.row_mean:
         counts = A.cache.get(key)
         if counts is None:
@@ -67,7 +67,7 @@ def finish_partials(A, local, y, semiring, comm, label, key, count_comm):
     return y
 
 
-def _reduce_partials(comm, host, monoid, be, label):
+def reduce_partials(comm, host, monoid, be, label):
     """Combine the ranks' dense partial products with ``monoid``. Collective over ``comm``.
 
     MPI monoids: one allreduce (label ``f"{label}:allreduce"``).  Others

@@ -5,7 +5,8 @@ brute-force scalar reference.  Shared by loopback tests and real mpiexec runs.
 runs SpMM (``1d``, ``1d-aware``) and SDDMM (``1d``, ``1d-aware``); on a
 ``P/2 x 2`` grid (even P) the 1.5D SpMM (``15d``, ``15d-aware``: partial
 products reduced over the replicas -- an allgather and a fold for monoids MPI
-has no reduction for) and SDDMM (``15d-aware``).  Assertions are collective.
+has no reduction for) and SDDMM (``15d-aware``); on a ``2 x 1 x P/2`` grid the 3D
+SpMM (Plexus roles, whole and in row blocks).  Assertions are collective.
 
 Run under MPI: ``mpiexec -n P python tests/mpi/semiring_checks.py [--backend numba]``.
 """
@@ -15,7 +16,7 @@ import argparse
 import numpy as np
 
 from spgnn import (DistDenseMatrix, DistSparseMatrix, Layout, ProcessGrid, layouts_15d,
-                   register_binary_op, register_monoid, register_semiring, sddmm, spmm)
+                   layouts_3d, register_binary_op, register_monoid, register_semiring, sddmm, spmm)
 from spgnn.testing.asserts import collective_assert
 from spgnn.testing.strategies_dist import random_sparse
 
@@ -96,7 +97,21 @@ def check_semirings(comm, backend="numpy", semirings=ALL, n=11, f=3, seed=0):
     grids = [("1d", ProcessGrid(comm, (p,), ("row",)))]
     if p % 2 == 0:
         grids.append(("15d", ProcessGrid(comm, (p // 2, 2), ("row", "layer"))))
+        grids.append(("3d", ProcessGrid(comm, (2, 1, p // 2), ("x", "y", "z"))))
     for kind, grid in grids:
+        if kind == "3d":
+            # Plexus roles (o, i, d) = (x, y, z): partial products all-reduced over o,
+            # whole and in row blocks
+            lay = layouts_3d(grid, ("x", "y", "z"), n, f)
+            A = DistSparseMatrix.from_global(a, grid, lay["A"], backend=backend)
+            X = DistDenseMatrix.from_global(x, grid, lay["X"], backend=backend)
+            for name in semirings:
+                want = ref_spmm(a, x, name)
+                for blocks in (1, 2):
+                    got = spmm(A, X, name, algorithm="3d", row_blocks=blocks).to_global()
+                    collective_assert(comm, np.allclose(got, want, equal_nan=True),
+                                      f"spmm 3d row_blocks={blocks} {name} on {p} ranks")
+            continue
         if kind == "1d":
             la = lx = Layout("row")
             spmm_algos, sddmm_algos = ("1d", "1d-aware"), ("1d", "1d-aware")
