@@ -1,6 +1,7 @@
 """Communication reduction of full-graph training (paper 004): bytes, accuracy, planner, codec speed.
 
     python benchmarks/bench_comm_reduction.py accuracy --datasets citeseer --ranks 4 --seeds 3
+    python benchmarks/bench_comm_reduction.py accuracy --model sage-full --variants fp32+lp int2+lp
     python benchmarks/bench_comm_reduction.py bytes --datasets citeseer facebook --ranks 4 8
     python benchmarks/bench_comm_reduction.py planner --ranks 16 64 256
     python benchmarks/bench_comm_reduction.py codec
@@ -53,9 +54,9 @@ def record(kind, **fields):
     print(json.dumps(dict(kind=kind, **fields)), flush=True)
 
 
-def train(dataset, ranks, seed, epochs, extra, data_dir):
+def train(dataset, ranks, seed, epochs, extra, data_dir, model="gcn"):
     cmd = [sys.executable, "-m", "spgnn", "train", "--graph",
-           str(Path(data_dir) / DATASETS[dataset][0]), *DATASETS[dataset][1:], "--model", "gcn",
+           str(Path(data_dir) / DATASETS[dataset][0]), *DATASETS[dataset][1:], "--model", model,
            "--algo", "1d-aware", "--partition", "metis", "--epochs", str(epochs), "--seed",
            str(seed), "--json", "--no-progress", *extra]
     if ranks > 1:
@@ -86,9 +87,11 @@ def cmd_accuracy(args, data_dir):
             for name in args.variants:
                 accs = []
                 for seed in range(args.seeds):
-                    r = train(ds, p, seed, args.epochs, VARIANTS[name] + args.extra, data_dir)
+                    r = train(ds, p, seed, args.epochs, VARIANTS[name] + args.extra, data_dir,
+                              args.model)
                     accs.append(r["test_acc"])
                 record("accuracy", dataset=ds, ranks=p, variant=name, epochs=args.epochs,
+                       model=args.model,
                        seeds=args.seeds, test_acc=accs, mean=float(np.mean(accs)),
                        command=r["command"])
 
@@ -99,10 +102,11 @@ def cmd_bytes(args, data_dir):
             for agg in ("post", "pre", "hybrid"):
                 for q in ("none", "int2"):
                     r = train(ds, p, 0, 2, ["--aggregation", agg, "--quantize", q] + args.extra,
-                              data_dir)
+                              data_dir, args.model)
                     lab = r["bytes_per_epoch_by_label"]
                     exch = {k: v for k, v in lab.items() if "exchange" in k}
                     record("bytes", dataset=ds, ranks=p, aggregation=agg, quantize=q,
+                           model=args.model,
                            features=r["features"], hidden=r["hidden"],
                            exchange_bytes=int(sum(exch.values())), by_label=lab, extra=args.extra,
                            total=r["bytes_per_epoch"], command=r["command"])
@@ -242,6 +246,8 @@ def main():
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    ap.add_argument("--model", default="gcn", help="train --model (gcn, or sage-full: paper "
+                                                   "004's GraphSAGE-mean + LayerNorm)")
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[])
     args = ap.parse_args()
     data_dir = find_shared_data() if args.what not in ("codec", "plot") else None

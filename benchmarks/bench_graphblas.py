@@ -1,28 +1,55 @@
 """Single-rank triangle counting and masked SpGEMM: spgnn vs python-graphblas (SuiteSparse).
 
-Side by side in one process, both at the same thread count (default 2), each
-timing the median of ``--reps`` runs after one warm-up (which also compiles
-the numba kernels).  Printed as ratios ``python-graphblas time / spgnn time``
-(> 1: spgnn faster).  Two spgnn levels are timed:
+Side by side in one process, both at the same thread count (default 2): after
+one warm-up of each (which also compiles the numba kernels) the contenders
+run round-robin ``--reps`` times, so load from other jobs falls on all of
+them alike; each reports the median and the spread (min, max) of its runs,
+and the row records the 1-minute load average before and after.  Printed as
+ratios ``python-graphblas median / spgnn median`` (> 1: spgnn faster).
+spgnn is timed at three levels:
 
 * ``kernel`` -- the backend's mask-driven masked SpGEMM
-  (``Backend.spgemm_masked``) plus the sum, on ``L = tril(A, -1)``;
+  (``Backend.spgemm_masked``, method chosen by its heuristic) plus the sum,
+  on ``L = tril(A, -1)``;
+* ``dot``    -- the same forced to the dot-product method (``method="dot"``);
 * ``api``    -- the public distributed operations on one rank
-  (``spgnn.core.graph_algorithms.triangle_count``: select, mxm, reduce).
+  (``spgnn.core.graph_algorithms.triangle_count``: select, mxm, reduce),
+  compared like for like with python-graphblas doing the same three steps
+  from A (``graphblas_api``: ``A.select("tril", -1)``, the masked mxm, the
+  reduction), and also with python-graphblas's bare kernel on a ready L.
 
 Masked SpGEMM is ``C<A.S> = A (+.x) A``.  Usage::
 
-    python benchmarks/bench_graphblas.py [--graphs slashdot,twitter,luxembourg] [--threads 2]
+    python benchmarks/bench_graphblas.py [--graphs slashdot,twitter,luxembourg] [--threads 2] \
+        [--reps 5] [--out benchmarks/results/graphblas.jsonl]
 """
 
 import argparse
 import json
 import os
+import statistics
+import time
 
 import numpy as np
 import scipy.sparse as sp
 
-from spgnn.benchmarks.common import median_seconds
+
+
+def interleaved(fns, reps):
+    """``{name: [seconds, ...]}``: one warm-up each, then ``reps`` round-robin runs."""
+    for f in fns.values():
+        f()
+    times = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    return times
+
+
+def _stats(ts):
+    return {"median": statistics.median(ts), "min": min(ts), "max": max(ts)}
 
 GRAPHS = {
     "slashdot": ("snap_soc_slashdot0902", "soc-Slashdot0902.txt.gz"),
@@ -36,6 +63,7 @@ def main():
     ap.add_argument("--graphs", default="slashdot,twitter,luxembourg")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--out", default=None, help="also append each row (JSON) to this file")
     args = ap.parse_args()
 
     import graphblas as gb
@@ -66,6 +94,10 @@ def main():
             c = be.spgemm_masked(Ll, Ll, "plus_pair", Ll, structure=True)
             return float(c.data.sum())
 
+        def ours_dot():
+            c = be.spgemm_masked(Ll, Ll, "plus_pair", Ll, structure=True, method="dot")
+            return float(c.data.sum())
+
         A_dist = DistSparseMatrix.from_global(adj, grid, Layout("row"), backend="numba")
 
         def ours_api():
@@ -79,6 +111,12 @@ def main():
             C(gL.S) << gL.mxm(gL, gb.semiring.plus_pair)
             return C.reduce_scalar().value
 
+        def theirs_api():
+            gl = gA.select("tril", -1).new()
+            C = gb.Matrix(gb.dtypes.FP64, *adj.shape)
+            C(gl.S) << gl.mxm(gl, gb.semiring.plus_pair)
+            return C.reduce_scalar().value
+
         def ours_masked():
             return be.spgemm_masked(Al, Al, "plus_times", Al, structure=True)
 
@@ -88,17 +126,31 @@ def main():
             return C
 
         t_ours, t_api, t_theirs = ours_tri(), ours_api(), theirs_tri()
-        assert int(t_ours) == int(t_api) == int(t_theirs), (t_ours, t_api, t_theirs)
+        assert int(t_ours) == int(t_api) == int(t_theirs) == int(ours_dot()) \
+            == int(theirs_api()), (t_ours, t_api, t_theirs)
         mo, mt = ours_masked(), theirs_masked()
         assert mo.nnz == mt.nvals
-        tri_ours, tri_api, tri_gb = (median_seconds(f, args.reps) for f in (ours_tri, ours_api, theirs_tri))
-        m_ours, m_gb = (median_seconds(f, args.reps) for f in (ours_masked, theirs_masked))
+        load0 = os.getloadavg()[0]
+        tri = interleaved({"graphblas": theirs_tri, "kernel": ours_tri, "dot": ours_dot,
+                           "graphblas_api": theirs_api, "api": ours_api}, args.reps)
+        msk = interleaved({"graphblas": theirs_masked, "spgnn": ours_masked}, args.reps)
+        tri, msk = ({k: _stats(v) for k, v in d.items()} for d in (tri, msk))
+        g, mg = tri["graphblas"]["median"], msk["graphblas"]["median"]
         row = {"graph": name, "n": adj.shape[0], "nnz": int(adj.nnz), "triangles": int(t_ours),
-               "tri_spgnn_kernel_s": tri_ours, "tri_spgnn_api_s": tri_api, "tri_graphblas_s": tri_gb,
-               "tri_speedup_kernel": tri_gb / tri_ours, "tri_speedup_api": tri_gb / tri_api,
-               "masked_spgnn_s": m_ours, "masked_graphblas_s": m_gb,
-               "masked_speedup": m_gb / m_ours, "threads": args.threads}
+               "threads": args.threads, "reps": args.reps,
+               "load_before": load0, "load_after": os.getloadavg()[0],
+               "tri_speedup_kernel": g / tri["kernel"]["median"],
+               "tri_speedup_dot": g / tri["dot"]["median"],
+               # like for like: both public paths from A (select, masked mxm, reduce)
+               "tri_speedup_api": tri["graphblas_api"]["median"] / tri["api"]["median"],
+               # our whole public path against their bare kernel on a ready L
+               "tri_speedup_api_vs_kernel": g / tri["api"]["median"],
+               "masked_speedup": mg / msk["spgnn"]["median"],
+               "tri_s": tri, "masked_s": msk}
         print(json.dumps(row), flush=True)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps(row) + "\n")
         out.append(row)
     return out
 

@@ -483,7 +483,8 @@ def load_checkpoint_collective(comm, directory, accept=None) -> tuple[dict, int]
     return value
 
 
-def load_training_state(comm, directory, fmt: str, config: dict, what: str = "training"):
+def load_training_state(comm, directory, fmt: str, config: dict, what: str = "training",
+                        defaults=None):
     """The newest checkpoint in ``directory``, checked to be a ``fmt`` state saved by ``config``.
 
     For training commands that store ``{"format": fmt, "config": {...}, ...}``.
@@ -491,6 +492,8 @@ def load_training_state(comm, directory, fmt: str, config: dict, what: str = "tr
     ``ValueError`` together for another kind of checkpoint or for one whose
     saved ``config`` differs from ``config`` in any key (each difference is
     named: resuming under other settings would not continue the same run).
+    ``defaults`` (optional ``{key: value}``): what a saved config that lacks
+    a key (written before the key was recorded) stands for.
     """
     def accept(state):
         # a state of this format whose records are not what the command wrote
@@ -507,7 +510,7 @@ def load_training_state(comm, directory, fmt: str, config: dict, what: str = "tr
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise ValueError(f"train: {directory} holds no {what} checkpoint (it holds {found!r}; "
                          f"this one must be {fmt!r})")
-    saved = state.get("config", {})
+    saved = {**(defaults or {}), **state.get("config", {})}
     diff = {k: (saved.get(k), config[k]) for k in config if saved.get(k) != config[k]}
     if diff:
         raise ValueError(f"train: the checkpoint in {directory} was written by another "

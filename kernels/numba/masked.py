@@ -36,7 +36,8 @@ import numpy as np
 from ._ops import row_partition
 from .opcache import specialise
 
-__all__ = ["masked_spgemm_kernels", "map_binary_kernel", "map_unary_kernel",
+__all__ = ["masked_spgemm_kernels", "masked_saxpy_kernel", "saxpy_row_costs", "masked_dot_kernel", "dot_row_costs", "gustavson_flops",
+           "compact_rows", "map_binary_kernel", "map_unary_kernel",
            "map_indexed_kernel", "reduce_rows_kernel"]
 
 
@@ -178,6 +179,273 @@ def masked_spgemm_kernels(add, mul):
     """
     mod = specialise(_this(), ADD=add, MUL=mul)
     return mod.symbolic, mod.numeric
+
+
+# -- one-pass masked saxpy (mask without complement) --------------------------------------
+#: In the one-pass saxpy kernel, a row ``B(k, :)`` longer than this many times the
+#: allowed entries of the mask row is not scanned: each allowed column is
+#: binary-searched in it instead (SuiteSparse's saxpy3 does the same for hub rows).
+SEARCH_RATIO = 64
+
+
+@numba.njit(cache=True, nogil=True)
+def saxpy_row_costs(a_indptr, a_indices, b_indptr, m_indptr, costs):
+    """Cumulative estimated steps of the one-pass saxpy: ``costs[i + 1] - costs[i]`` is
+    row ``i``'s (``costs[0] = 0``): per ``A(i, k)`` the length of ``B(k, :)``, or the mask
+    row's length times a log when that row is searched instead.  Serial, O(nnz(A)) (a
+    parallel pass costs more than it saves on a loaded machine)."""
+    m = a_indptr.shape[0] - 1
+    costs[0] = 0
+    total = np.int64(0)
+    for i in range(m):
+        nm = np.int64(m_indptr[i + 1] - m_indptr[i])
+        total += 1 + nm
+        if nm > 0:
+            for e in range(a_indptr[i], a_indptr[i + 1]):
+                k = a_indices[e]
+                lb = np.int64(b_indptr[k + 1] - b_indptr[k])
+                if lb > SEARCH_RATIO * nm:
+                    steps = 1
+                    q = lb // nm
+                    while q > 1:
+                        q >>= 1
+                        steps += 1
+                    total += nm * (steps + 1)
+                else:
+                    total += lb
+        costs[i + 1] = total
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def saxpy(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, m_indptr, m_indices,
+          m_keep, b_sorted, ncols, bounds, out_indices, out_data, counts):
+    for w in numba.prange(bounds.shape[0] - 1):
+        marker = _zeros_i64(ncols)
+        acc = _empty_like_dtype(ncols, out_data)
+        for i in range(bounds[w], bounds[w + 1]):
+            t = 3 * (np.int64(i) + 1)
+            m0, m1 = m_indptr[i], m_indptr[i + 1]
+            nm = 0
+            for e in range(m0, m1):
+                if m_keep[e]:
+                    marker[m_indices[e]] = t
+                    nm += 1
+            if nm == 0:
+                counts[i] = 0
+                continue
+            for ea in range(a_indptr[i], a_indptr[i + 1]):
+                k = a_indices[ea]
+                av = a_data[ea]
+                b0, b1 = b_indptr[k], b_indptr[k + 1]
+                if b_sorted and b1 - b0 > SEARCH_RATIO * nm:
+                    p = b0
+                    for e in range(m0, m1):
+                        if not m_keep[e]:
+                            continue
+                        j = m_indices[e]
+                        p = _lower_bound(b_indices, p, b1, j)
+                        if p == b1:
+                            break
+                        if b_indices[p] == j:
+                            v = MUL(av, b_data[p])
+                            if marker[j] == t + 1:
+                                acc[j] = ADD(acc[j], v)
+                            else:
+                                marker[j] = t + 1
+                                acc[j] = v
+                else:
+                    for eb in range(b0, b1):
+                        j = b_indices[eb]
+                        s = marker[j]
+                        if s == t + 1:
+                            acc[j] = ADD(acc[j], MUL(av, b_data[eb]))
+                        elif s == t:
+                            marker[j] = t + 1
+                            acc[j] = MUL(av, b_data[eb])
+            c = 0
+            for e in range(m0, m1):
+                j = m_indices[e]
+                if m_keep[e] and marker[j] == t + 1:
+                    out_indices[m0 + c] = j
+                    out_data[m0 + c] = acc[j]
+                    marker[j] = t + 2      # emitted: a repeated mask column is not
+                    c += 1
+            counts[i] = c
+    return 0
+
+
+def masked_saxpy_kernel(add, mul):
+    """One-pass mask-driven Gustavson for a mask *without* complement (semiring ``(add, mul)``).
+
+    ``saxpy(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, m_indptr,
+    m_indices, m_keep, b_sorted, ncols, bounds, out_indices, out_data,
+    counts)``.  The mask bounds the output, so no symbolic pass is needed:
+    row ``i`` is written at the mask row's own positions (``out_*[m_indptr[i]:]``,
+    in mask order, so sorted) with its count in ``counts[i]``
+    (:func:`compact_rows` packs them).  Row ``i`` marks its allowed columns in
+    a per-chunk marker (states ``t``/``t + 1`` as in :func:`masked_spgemm_kernels`);
+    for each ``A(i, k)`` it scans ``B(k, :)``, or -- ``B``'s rows sorted and
+    ``B(k, :)`` longer than :data:`SEARCH_RATIO` times the allowed columns --
+    binary-searches each allowed column in ``B(k, :)``.  Rows are split by
+    ``bounds`` (cost-balanced chunks, one per parallel iteration).
+    """
+    return specialise(_this(), ADD=add, MUL=mul).saxpy
+
+
+# -- mask-driven dot product ("dot3") -----------------------------------------------------
+#: A sorted intersection gallops (binary-searches each entry of the shorter list in
+#: the longer one) when the longer list is this many times longer; else it merges.
+GALLOP_RATIO = 16
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _lower_bound(idx, lo, hi, x):
+    """First position ``p`` in ``[lo, hi)`` with ``idx[p] >= x`` (``hi`` if none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if idx[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _intersect_cost(la, lb):
+    """Estimated steps of one sorted intersection of lists of lengths ``la`` and ``lb``."""
+    small, large = (la, lb) if la < lb else (lb, la)
+    if small == 0:
+        return 1
+    if large >= GALLOP_RATIO * small:
+        steps = 1
+        q = large // small
+        while q > 1:            # ~log2(large / small) per searched entry
+            q >>= 1
+            steps += 1
+        return 1 + small * (steps + 1)
+    return 1 + la + lb
+
+
+@numba.njit(cache=True, nogil=True)
+def dot_row_costs(a_indptr, bt_len, m_indptr, m_indices, costs):
+    """Cumulative estimated intersection steps of the dot kernel (``costs[0] = 0``,
+    ``costs[i + 1] - costs[i]`` for mask row ``i``); ``bt_len[j]`` is the length of ``B``'s
+    column ``j``.  Used both to choose the method and to balance the dot kernel's rows.
+    Serial, O(nnz(M))."""
+    m = m_indptr.shape[0] - 1
+    costs[0] = 0
+    total = np.int64(0)
+    for i in range(m):
+        la = np.int64(a_indptr[i + 1] - a_indptr[i])
+        total += 1
+        for e in range(m_indptr[i], m_indptr[i + 1]):
+            total += _intersect_cost(la, np.int64(bt_len[m_indices[e]]))
+        costs[i + 1] = total
+
+
+@numba.njit(cache=True, nogil=True)
+def gustavson_flops(a_indptr, a_indices, b_indptr):
+    """Scalar products of ``A @ B`` (the saxpy/Gustavson work). Serial, O(nnz(A))."""
+    f = np.int64(0)
+    for e in range(a_indptr[a_indptr.shape[0] - 1]):
+        k = a_indices[e]
+        f += b_indptr[k + 1] - b_indptr[k]
+    return f
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def compact_rows(src_indptr, counts, src_indices, src_data, out_indptr, out_indices, out_data):
+    """Copy the first ``counts[i]`` entries of each row ``i`` of a padded CSR (rows at
+    ``src_indptr``) to a packed CSR at ``out_indptr``."""
+    for i in numba.prange(counts.shape[0]):
+        s, d = src_indptr[i], out_indptr[i]
+        for q in range(counts[i]):
+            out_indices[d + q] = src_indices[s + q]
+            out_data[d + q] = src_data[s + q]
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def dot(a_indptr, a_indices, a_data, bt_indptr, bt_indices, bt_data, m_indptr, m_indices,
+        m_keep, bounds, out_indices, out_data, counts):
+    for w in numba.prange(bounds.shape[0] - 1):
+        for i in range(bounds[w], bounds[w + 1]):
+            p = m_indptr[i]
+            c = 0
+            a0, a1 = a_indptr[i], a_indptr[i + 1]
+            if a0 < a1:
+                amin, amax = a_indices[a0], a_indices[a1 - 1]
+                for e in range(m_indptr[i], m_indptr[i + 1]):
+                    if not m_keep[e]:
+                        continue
+                    j = m_indices[e]
+                    b0, b1 = bt_indptr[j], bt_indptr[j + 1]
+                    if b0 == b1 or bt_indices[b0] > amax or bt_indices[b1 - 1] < amin:
+                        continue
+                    # clip each list to the other's range
+                    pa = _lower_bound(a_indices, a0, a1, bt_indices[b0])
+                    pb = _lower_bound(bt_indices, b0, b1, amin)
+                    ea = _lower_bound(a_indices, pa, a1, bt_indices[b1 - 1] + 1)
+                    eb = _lower_bound(bt_indices, pb, b1, amax + 1)
+                    la, lb = ea - pa, eb - pb
+                    found = False
+                    acc = out_data[p]       # overwritten before it is read
+                    if la > GALLOP_RATIO * lb:
+                        for q in range(pb, eb):
+                            pa = _lower_bound(a_indices, pa, ea, bt_indices[q])
+                            if pa == ea:
+                                break
+                            if a_indices[pa] == bt_indices[q]:
+                                v = MUL(a_data[pa], bt_data[q])
+                                acc = ADD(acc, v) if found else v
+                                found = True
+                    elif lb > GALLOP_RATIO * la:
+                        for q in range(pa, ea):
+                            pb = _lower_bound(bt_indices, pb, eb, a_indices[q])
+                            if pb == eb:
+                                break
+                            if bt_indices[pb] == a_indices[q]:
+                                v = MUL(a_data[q], bt_data[pb])
+                                acc = ADD(acc, v) if found else v
+                                found = True
+                    else:
+                        while pa < ea and pb < eb:
+                            ka, kb = a_indices[pa], bt_indices[pb]
+                            if ka < kb:
+                                pa += 1
+                            elif kb < ka:
+                                pb += 1
+                            else:
+                                v = MUL(a_data[pa], bt_data[pb])
+                                acc = ADD(acc, v) if found else v
+                                found = True
+                                pa += 1
+                                pb += 1
+                    if found:
+                        out_indices[p + c] = j
+                        out_data[p + c] = acc
+                        c += 1
+            counts[i] = c
+    return 0
+
+
+def masked_dot_kernel(add, mul):
+    """The mask-driven dot-product kernel (SuiteSparse's "dot3") for the semiring ``(add, mul)``.
+
+    ``dot(a_indptr, a_indices, a_data, bt_indptr, bt_indices, bt_data, m_indptr,
+    m_indices, m_keep, bounds, out_indices, out_data, counts)``: for every
+    allowed mask entry ``(i, j)`` (``m_keep[e]``), intersect the sorted row
+    ``i`` of ``A`` with the sorted row ``j`` of ``Bᵀ`` (``B``'s column ``j``)
+    and fold ``add`` over ``mul(a(i,k), b(k,j))`` of the common ``k``.  An
+    entry with no common ``k`` is not stored.  Row ``i``'s results are written
+    at the mask row's own positions (``out_*[m_indptr[i]:]``, in mask order,
+    so sorted) and its count in ``counts[i]``; :func:`compact_rows` packs them.
+    Only for a mask without complement: the mask bounds the output.  Rows are
+    split by ``bounds`` (a cost-balanced partition; one chunk per parallel
+    iteration).  Each intersection merges, or gallops when one list is
+    :data:`GALLOP_RATIO` times longer; both lists are first clipped to the
+    other's index range.
+    """
+    return specialise(_this(), ADD=add, MUL=mul).dot
 
 
 def map_binary_kernel(f):

@@ -50,6 +50,20 @@ def check_semiring(semiring):
     return get_semiring(semiring)
 
 
+#: ``method=`` of ``spgemm_masked`` / ``mxm``: None or "auto" lets the backend choose.
+SPGEMM_METHODS = ("auto", "gustavson", "dot")
+
+
+def check_spgemm_method(method):
+    """``None`` (auto) or one of :data:`SPGEMM_METHODS` other than "auto"; else ValueError."""
+    if method is None or method == "auto":
+        return None
+    if method not in SPGEMM_METHODS:
+        raise ValueError(f"spgemm_masked: unknown method {method!r}; expected one of "
+                         f"{SPGEMM_METHODS} or None")
+    return method
+
+
 def result_dtype(*arrays):
     """``np.result_type`` of the arrays' dtypes (float32 only if all are)."""
     return np.result_type(*[np.dtype(a.dtype) for a in arrays])

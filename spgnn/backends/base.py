@@ -165,7 +165,8 @@ class Backend(ABC):
         V.check_spgemm(a, b, "spgemm")      # errors name the call the user made
         return self.spgemm_numeric(a, b, self.spgemm_symbolic(a, b), semiring)
 
-    def spgemm_masked(self, a, b, semiring, mask=None, *, structure=False, complement=False):
+    def spgemm_masked(self, a, b, semiring, mask=None, *, structure=False, complement=False,
+                      method=None):
         """``C<M> = A (+).(x) B`` for any semiring of the registry. Local.
 
         ``mask`` is a :class:`LocalCSR` of the output's shape with sorted,
@@ -174,12 +175,14 @@ class Backend(ABC):
         result holds exactly the allowed entries of the structural product,
         sorted.  This default is the host reference (compute everything,
         keep the allowed); the numba backend's kernel never forms a
-        masked-out entry.
+        masked-out entry.  ``method`` (None/"auto", "gustavson", "dot") picks
+        the numba kernel; the reference checks and ignores it.
         """
         from . import _algebra_ref as R
 
         V.check_spgemm(a, b, "spgemm_masked")
         semiring = V.check_semiring(semiring)
+        V.check_spgemm_method(method)
         if semiring.row_mean:
             raise ValueError("spgemm_masked: row_mean semirings are SpMM-only")
 

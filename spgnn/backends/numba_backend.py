@@ -326,27 +326,40 @@ class NumbaBackend(Backend):
         """``(add, mul)``: the semiring's operators compiled (for the generic kernels)."""
         return self._compiled(semiring.add.op.func), self._compiled(_mul_func(semiring))
 
-    def spgemm_masked(self, a, b, semiring, mask=None, *, structure=False, complement=False):
-        """Mask-driven masked SpGEMM (:mod:`spgnn._kernels.numba.masked`): symbolic then numeric."""
+    def spgemm_masked(self, a, b, semiring, mask=None, *, structure=False, complement=False,
+                      method=None):
+        """Mask-driven masked SpGEMM (:mod:`spgnn._kernels.numba.masked`).
+
+        ``method`` (see :data:`~spgnn.backends.base.SPGEMM_METHODS`):
+        ``"gustavson"`` (saxpy: symbolic then numeric, any mask),
+        ``"dot"`` (one sorted intersection per allowed mask entry, SuiteSparse's
+        dot3: a mask without complement, operands with strictly increasing
+        rows), or ``None``/``"auto"``: :func:`choose_spgemm_method`.
+        """
         V.check_spgemm(a, b, "spgemm_masked")
         semiring = V.check_semiring(semiring)
+        method = V.check_spgemm_method(method)
         if semiring.row_mean:
             raise ValueError("spgemm_masked: row_mean semirings are SpMM-only")
-        if mask is None and semiring.builtin:
+        if mask is None and semiring.builtin and method != "dot":
             return self.spgemm(a, b, semiring)     # the tuned unmasked kernel
         k = _kernels()
         from .._kernels.numba import masked
-        sym, num = masked.masked_spgemm_kernels(*self._semiring_funcs(semiring))
+        add, mul = self._semiring_funcs(semiring)
+        if mask is not None and not complement:
+            return _spgemm_mask_bounded(self, k, masked, a, b, mask, structure, method, add, mul)
+        if method == "dot":
+            raise ValueError("spgemm_masked(method='dot') needs a mask without complement; use "
+                             "method='gustavson' or None")
+        sym, num = masked.masked_spgemm_kernels(add, mul)
         m, n = a.shape[0], b.shape[1]
         if mask is None:
             m_indptr, m_indices, keep, complement = np.zeros(m + 1, np.int64), np.zeros(0, np.int64), \
                 np.zeros(0, np.uint8), True
         else:
             m_indptr, m_indices = mask.indptr, mask.indices
-            keep = (np.ones(mask.nnz, np.uint8) if structure
-                    else (np.asarray(mask.data) != 0).astype(np.uint8))
+            keep = _mask_keep(mask, structure)
         dt = V.result_dtype(a.data, b.data)
-        idt = _common_index(a.indptr, b.indptr)
         counts = np.empty(m, dtype=np.int64)
         work = _spgemm_work(k, a, b)
         nparts = max(1, min(k["numba"].get_num_threads(), m))
@@ -587,3 +600,106 @@ class NumbaBackend(Backend):
         fn(indptr, indices, data, np.ascontiguousarray(rows, dtype=np.int64), int(col0),
            int(ncols), np.uint64(base), p, data.dtype.type(1.0 / (1.0 - p)), out)
         return out
+
+
+def _mask_keep(mask, structure):
+    """uint8 per mask entry: does it allow its position (structure: every stored entry)."""
+    return (np.ones(mask.nnz, np.uint8) if structure
+            else (np.asarray(mask.data) != 0).astype(np.uint8))
+
+
+#: The dot method is chosen when its estimated steps (plus ``nnz(B)`` for the
+#: transpose) are below this multiple of the one-pass saxpy's: a saxpy step is a
+#: scattered read-modify-write of a marker of ``B.shape[1]`` entries, a dot step a
+#: sequential compare.  Calibrated on slashdot, ego-Twitter and luxembourg
+#: (docs/graphblas.md: the dot method won only on the road network's triangles).
+DOT_RATIO = 0.5
+
+
+def choose_spgemm_method(k, masked, a, b, mask, complement, b_sorted=None):
+    """``(method, cumulative row costs)`` for ``C<M> = A B``: the heuristic of ``method=None``.
+
+    Complemented masks (and no mask) use the two-pass Gustavson kernel:
+    ``("gustavson", None)``.  Otherwise both one-pass methods are costed per
+    row in O(nnz(A) + nnz(B) + nnz(M)): saxpy as the lengths of the rows of
+    ``B`` it scans (or searches), dot per mask entry ``(i, j)`` from the
+    lengths of ``A(i, :)`` and ``B(:, j)`` (merge: their sum; galloping: the
+    shorter times a log) plus ``nnz(B)`` for ``Bᵀ``.  Dot needs operands with
+    strictly increasing rows and is chosen when its estimate is below
+    :data:`DOT_RATIO` times saxpy's.
+    """
+    if mask is None or complement:
+        return "gustavson", None
+    b_sorted = _canonical(k, b) if b_sorted is None else b_sorted
+    sax = _cum_costs(masked.saxpy_row_costs, a.shape[0], a.indptr, a.indices, b.indptr, mask.indptr)
+    if not (b_sorted and _canonical(k, a)):
+        return "gustavson", sax
+    bt_len = np.bincount(np.asarray(b.indices), minlength=b.shape[1])
+    dot = _cum_costs(masked.dot_row_costs, a.shape[0], a.indptr, bt_len, mask.indptr, mask.indices)
+    if int(dot[-1]) + b.nnz < DOT_RATIO * int(sax[-1]):
+        return "dot", dot
+    return "gustavson", sax
+
+
+def _cum_costs(kernel, m, *args):
+    """Cumulative row costs (``m + 1`` entries, starting at 0) from a row-cost kernel."""
+    costs = np.empty(m + 1, dtype=np.int64)
+    kernel(*args, costs)
+    return costs
+
+
+def _balanced_bounds(cum, nparts):
+    """Row bounds of ``nparts`` chunks of about equal cost (``cum``: cumulative row costs)."""
+    m = cum.size - 1
+    targets = cum[-1] * np.arange(1, nparts, dtype=np.float64) / nparts
+    inner = np.searchsorted(cum, targets, side="left")
+    return np.concatenate([[0], np.clip(inner, 0, m), [m]]).astype(np.int64)
+
+
+def _spgemm_mask_bounded(be, k, masked, a, b, mask, structure, method, add, mul):
+    """``C<M> = A B`` for a mask without complement, in one pass (the mask bounds the
+    output): each row is written at its mask row's positions, then packed."""
+    m, n = a.shape[0], b.shape[1]
+    dt = V.result_dtype(a.data, b.data)
+    b_sorted = _canonical(k, b)
+    if method is None:
+        method, costs = choose_spgemm_method(k, masked, a, b, mask, False, b_sorted)
+    elif method == "dot":
+        if not (b_sorted and _canonical(k, a)):
+            raise ValueError("spgemm_masked(method='dot') needs A and B with strictly increasing "
+                             "column indices in every row; use method='gustavson' or None")
+        bt_len = np.bincount(np.asarray(b.indices), minlength=b.shape[1])
+        costs = _cum_costs(masked.dot_row_costs, a.shape[0], a.indptr, bt_len, mask.indptr, mask.indices)
+    else:
+        costs = _cum_costs(masked.saxpy_row_costs, a.shape[0], a.indptr, a.indices, b.indptr, mask.indptr)
+    keep = _mask_keep(mask, structure)
+    work = int(costs[-1])
+    serial = work < SERIAL_WORK
+    bounds = _balanced_bounds(costs, 1 if serial else max(1, min(_nparts(k), m)))
+    tmp_indices, tmp_data = empty_arrays((mask.nnz, mask.indices.dtype), (mask.nnz, dt))
+    counts = np.empty(m, dtype=np.int64)
+    ad = a.data.astype(dt, copy=False)
+    with _threads(k, work):
+        if method == "dot":
+            bt = be.transpose(b)
+            masked.masked_dot_kernel(add, mul)(
+                a.indptr, a.indices, ad, bt.indptr, bt.indices, bt.data.astype(dt, copy=False),
+                mask.indptr, mask.indices, keep, bounds, tmp_indices, tmp_data, counts)
+        else:
+            masked.masked_saxpy_kernel(add, mul)(
+                a.indptr, a.indices, ad, b.indptr, b.indices, b.data.astype(dt, copy=False),
+                mask.indptr, mask.indices, keep, b_sorted, n, bounds, tmp_indices,
+                tmp_data, counts)
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    nnz = int(indptr[-1])
+    idt = V.index_dtype_for(nnz, (m, n), a.index_dtype, b.index_dtype)
+    if nnz == mask.nnz:
+        return LocalCSR(indptr.astype(idt), tmp_indices.astype(idt, copy=False), tmp_data,
+                        (m, n), check=None)
+    out_indptr = indptr.astype(idt, copy=False)
+    out_indices, out_data = empty_arrays((nnz, idt), (nnz, dt))
+    with _threads(k, nnz):
+        masked.compact_rows(mask.indptr, counts, tmp_indices, tmp_data, out_indptr, out_indices,
+                            out_data)
+    return LocalCSR(out_indptr, out_indices, out_data, (m, n), check=None)

@@ -2,8 +2,9 @@
 
 A thin driver over :mod:`spgnn.gnn`: ``--model`` names an entry of
 :data:`spgnn.gnn.MODELS` (``gcn``: full-graph GCN on ``--algo``; ``sage``:
-GraphSAGE on sampled minibatches, docs/sage_training.md), and every model
-runs through the same steps:
+GraphSAGE on sampled minibatches, docs/sage_training.md; ``sage-full``:
+paper 004's full-batch GraphSAGE-mean + LayerNorm, docs/communication.md;
+``gat``), and every model runs through the same steps:
 
 1. rank 0 loads the graph (a dataset name such as ``cora``, downloaded into
    the cache on first use, any file :func:`spgnn.io.load_graph` reads, or a
@@ -30,7 +31,9 @@ optimizer state, epoch counter, seed: dropout masks, permutations and
 samples are keyed by ``(seed, epoch)``, so that pair is the whole random
 state, plus the model-selection state and the per-epoch history); a
 resumed run ends with exactly the weights of an uninterrupted one.  The
-checkpoint must come from the same configuration.
+checkpoint must come from the same configuration (full-graph models: also
+the same ``--aggregation``, ``--quantize``, ``--rounding`` when quantizing
+and ``--label-prop``; a resume with other values is refused, naming them).
 
 Errors in the arguments are reported on every rank before any
 communication; a graph that cannot be loaded raises on every rank
@@ -76,6 +79,10 @@ DTYPES = ("float32", "float64")
 _CONFIG_KEYS = ("graph", "name", "model", "algo", "partition", "hidden", "layers", "lr",
                 "weight_decay", "dropout", "bias", "replication", "grid", "dtype", "seed",
                 "split", "split_seed", "feature_dim", "features", "labels")
+#: Full-graph exchange options (docs/communication.md) a resume must match;
+#: a checkpoint written before they were recorded resumes as their defaults.
+_EXCHANGE_CONFIG = {"aggregation": "post", "quantize": "none", "rounding": None,
+                    "label_prop": 0.0}
 _MINIBATCH_CONFIG_KEYS = ("sampler", "batch_size", "fanout", "bulk", "partition_mode",
                           "frontier")
 
@@ -342,6 +349,11 @@ def _config(args, p):
     cfg["graph"] = os.path.realpath(args.graph) if os.path.exists(args.graph) else str(args.graph)
     if spec.training == "minibatch":
         cfg["fanout"] = list(_parse_fanout(args.fanout))
+    else:
+        cfg.update({k: getattr(args, k) for k in _EXCHANGE_CONFIG})
+        cfg["label_prop"] = float(args.label_prop)
+        if args.quantize == "none":
+            cfg["rounding"] = None          # only quantized exchanges round
     cfg["ranks"] = p
     return cfg
 
@@ -393,7 +405,8 @@ def _build_full_graph(comm, args, graph, spec):
     dg = DistGraph.from_graph(graph, comm, algorithm=args.algo, partition=args.partition,
                               replication=args.replication, backend=args.backend,
                               seed=args.seed, dtype=np.dtype(args.dtype),
-                              normalize_features=not args.feature_dim, **kw)
+                              normalize_features=not args.feature_dim,
+                              aggregation=spec.adjacency, **kw)
     configure_exchange(dg, args.aggregation, args.quantize, args.rounding, seed=args.seed)
     lp = LabelPropagation(dg, args.label_prop, args.seed).attach() if args.label_prop else None
     model = spec.build(dg.num_features, dg.num_classes, _options(args))
@@ -569,7 +582,9 @@ def _lock(comm, directory):
 def _resume(comm, args, spec, cfg, trainer, selection):
     """Restore the newest usable checkpoint; ``(history, resumed_from)``. Collective."""
     state = load_training_state(comm, args.resume, spec.checkpoint_format, cfg,
-                                f"--model {spec.name} training")
+                                f"--model {spec.name} training",
+                                defaults=_EXCHANGE_CONFIG if spec.training == "full-graph"
+                                else None)
     try:
         trainer.restore_state(state["trainer"])
         err = None

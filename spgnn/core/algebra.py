@@ -267,7 +267,10 @@ def select(A, selector, thunk=0, *, mask=None, accum=None, out=None, replace=Fal
         if not op.indexed:
             op = UnaryOp(op.name, op.func, None, True)
         keep = np.asarray(be.map_unary(op, v.astype(np.float64), gi, gj)) != 0
-    t = csr_from_coo(r[keep], c[keep], v[keep], loc.shape)
+    # a filter keeps the block's (canonical) order: no sort, only the new row pointers
+    before = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
+    t = LocalCSR(before[np.asarray(loc.indptr)].astype(loc.indptr.dtype), loc.indices[keep],
+                 v[keep], loc.shape, check=None)
     return write("select", out, t, A, mask, accum, replace)
 
 

@@ -37,6 +37,7 @@ import numpy as np
 from ..errors import DimensionMismatch, GridError, LayoutMismatch
 from ..layout import Layout
 from ..local.csr import LocalCSR
+from ..backends._validate import check_spgemm_method
 from ..local.semiring import get_semiring
 from . import dispatch
 from ._dist_common import check_product
@@ -118,7 +119,7 @@ def _check_layouts(A, B, algorithm):
 
 
 def mxm(A, B, semiring="plus_times", *, mask=None, accum=None, out=None, replace=False,
-        algorithm=None):
+        algorithm=None, method=None):
     """``C<mask> accum= A (+).(x) B``: a new :class:`DistSparseMatrix`, or ``out`` updated.
 
     Collective.  ``semiring`` is any registered semiring (name or object),
@@ -127,6 +128,10 @@ def mxm(A, B, semiring="plus_times", *, mask=None, accum=None, out=None, replace
     merging into ``out``'s old entries, ``replace`` clears ``out``'s entries
     outside the mask.  Every check (types, shapes, grids, layouts, backend,
     semiring, operators) runs before the first collective, on every rank.
+    ``method`` picks the local kernel (``None``/"auto": the backend's
+    heuristic; "gustavson"; "dot" for a mask without complement: see
+    ``docs/graphblas.md``).  Without ``out`` and ``accum`` the kernel's
+    mask-driven result is the answer as it is (no second pass over the mask).
     """
     _check_sparse("mxm", "A", A)
     _check_sparse("mxm", "B", B)
@@ -134,6 +139,7 @@ def mxm(A, B, semiring="plus_times", *, mask=None, accum=None, out=None, replace
     semiring = get_semiring(semiring)
     if semiring.row_mean:
         raise ValueError(f"mxm: semiring {semiring.name!r} divides by row counts; it is SpMM-only")
+    method = check_spgemm_method(method)
     algorithm = _select(A, B, algorithm)
     _check_layouts(A, B, algorithm)
     spec = ResultSpec(A.grid, (A.shape[0], B.shape[1]), _result_layout(A, B, algorithm), A.backend)
@@ -146,14 +152,26 @@ def mxm(A, B, semiring="plus_times", *, mask=None, accum=None, out=None, replace
     if mloc is not None:
         mloc = _canonical(mloc)
     mkw = dict(structure=mask.structure, complement=mask.complement) if mask else {}
+    if method is not None:
+        mkw["method"] = method
     run = {"local": _mxm_local, "1d": _mxm_1d, "summa": _mxm_summa}[algorithm]
     t = run(A, B, semiring, mloc, mkw)
+    if out is None and accum is None:
+        # the kernels applied the mask (never formed a masked-out entry) and return
+        # canonical blocks: GraphBLAS's output rule has nothing left to do
+        be = A.backend
+        t = LocalCSR(*(be.from_host(x) for x in (t.indptr, t.indices, t.data)), t.shape,
+                     check=None)
+        return DistSparseMatrix._finish(t, spec.shape, spec.grid, spec.layout, be)
     return write("mxm", out, t, spec, mask, accum, replace)
 
 
 def _canonical(loc):
-    """Rows sorted, duplicates merged (the masked kernel emits in the mask row's order)."""
+    """Rows sorted, duplicates merged (the masked kernel emits in the mask row's order);
+    ``loc`` itself when it already is (the usual case: one O(nnz) check, no copy)."""
     s = loc.to_scipy() if hasattr(loc, "to_scipy") else loc
+    if s.has_canonical_format:
+        return loc
     s = s.tocsr().copy()
     s.sum_duplicates()
     s.sort_indices()

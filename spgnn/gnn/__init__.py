@@ -21,9 +21,9 @@ from .context import BlockContext, Context, GraphContext, local_grid
 from .data import AGGREGATIONS, ALGORITHMS, DistGraph, default_grid_3d
 from .gat import ELU, GAT, GATConv
 from .hooks import Checkpoint, EvaluateEvery, Hook, Metrics, ProgressBar
-from .layers import Dropout, GCNConv, Layer, Linear, ReLU, SAGEConv
+from .layers import Dropout, GCNConv, Layer, LayerNorm, Linear, ReLU, SAGEConv
 from .minibatch import FeatureStore, MinibatchGraph, MinibatchTrainer
-from .models import GCN, GraphSAGE, Sequential
+from .models import GCN, FullBatchSAGE, GraphSAGE, Sequential
 from .optim import SGD, Adam, Optimizer
 from .params import Parameter, glorot, zeros_init
 from .registry import MODELS, ModelSpec
@@ -31,7 +31,8 @@ from .train import Trainer
 
 __all__ = ["DistGraph", "ALGORITHMS", "AGGREGATIONS", "default_grid_3d", "Context",
            "GraphContext", "BlockContext", "BlockOperator", "local_grid", "Layer", "GCNConv",
-           "SAGEConv", "Linear", "ReLU", "Dropout", "GATConv", "ELU", "GAT", "Sequential", "GCN", "GraphSAGE",
+           "SAGEConv", "Linear", "ReLU", "Dropout", "LayerNorm", "FullBatchSAGE", "GATConv", "ELU",
+           "GAT", "Sequential", "GCN", "GraphSAGE",
            "Parameter", "glorot", "zeros_init", "Optimizer", "SGD", "Adam", "Trainer",
            "MinibatchGraph", "MinibatchTrainer", "FeatureStore", "Hook", "Metrics",
            "EvaluateEvery", "ProgressBar", "Checkpoint", "MODELS", "ModelSpec"]

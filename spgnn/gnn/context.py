@@ -331,6 +331,15 @@ class Context:
         self._place_bias(b, Q)
         return Q.like(Q.local + b.value)
 
+    def scale_columns(self, Q, g):
+        """``Q * g`` (g a ``(1, m)`` Parameter, placed like a bias). Local.
+
+        A per-column gain such as LayerNorm's; its gradient is
+        ``bias_grad(G * Q, g)``.
+        """
+        self._place_bias(g, Q)
+        return Q.like(Q.local * g.value)
+
     def bias_grad(self, G, b):
         """Accumulate the column sums of ``G`` into ``b.grad``. Collective over G's row axes."""
         b._require_placed("bias_grad")

@@ -29,10 +29,13 @@ The layer contract
   the identity, Plexus §10.5).
 """
 
+import numpy as np
+
+from ..errors import LayoutMismatch
 from . import functional as F
 from .params import Parameter, glorot, zeros_init
 
-__all__ = ["Layer", "GCNConv", "SAGEConv", "Linear", "ReLU", "Dropout"]
+__all__ = ["Layer", "GCNConv", "SAGEConv", "Linear", "ReLU", "Dropout", "LayerNorm"]
 
 
 class Layer:
@@ -235,3 +238,54 @@ class Dropout(Layer):
 
     def __repr__(self):
         return f"Dropout(p={self.p})"
+
+
+class LayerNorm(Layer):
+    """Ba, Kiros & Hinton's layer normalisation of every row: ``(h - μ)/√(σ² + ε)·γ + β``.
+
+    ``μ`` and ``σ²`` are the mean and (biased) variance of the row's
+    ``dim`` entries; ``γ`` (``"weight"``, ones) and ``β`` (``"bias"``,
+    zeros) are learnable ``(1, dim)`` gains and offsets, as in
+    ``torch.nn.LayerNorm(dim)``.  Local per row, so it needs whole rows on
+    every rank (1d, 1d-aware, 15d layouts and sampled blocks; not 3d, whose
+    columns are split): the parameter gradients are column sums
+    (``bias_grad``: one all-reduce over the row axes each).
+    """
+
+    def __init__(self, dim, eps=1e-5):
+        self.dim, self.eps = int(dim), float(eps)
+        if self.dim < 1 or not self.eps > 0:
+            raise ValueError(f"LayerNorm: dim must be >= 1 and eps > 0, but got {dim} and {eps}")
+        self.weight = Parameter("weight", np.ones((1, self.dim)))
+        self.bias = Parameter("bias", zeros_init((1, self.dim)))
+
+    def parameters(self):
+        return [self.weight, self.bias]
+
+    def forward(self, ctx, H):
+        if H.shape[1] != self.dim or H.local_shape[1] != self.dim:
+            raise LayoutMismatch(f"LayerNorm({self.dim}): needs whole rows of {self.dim} "
+                                 f"columns on every rank, but got shape {H.shape} with local "
+                                 f"blocks of {H.local_shape[1]} columns")
+        x = np.asarray(H.local)
+        mu = x.mean(axis=1, keepdims=True)
+        xc = x - mu
+        self._rstd = 1.0 / np.sqrt((xc * xc).mean(axis=1, keepdims=True) + self.eps)
+        self._xhat = H.like((xc * self._rstd).astype(x.dtype, copy=False))
+        return ctx.add_bias(ctx.scale_columns(self._xhat, self.weight), self.bias)
+
+    def backward(self, ctx, dY):
+        xhat = self._xhat
+        ctx.bias_grad(dY, self.bias)
+        ctx.bias_grad(dY.like(dY.local * xhat.local), self.weight)
+        if not ctx.need_input_grad:
+            return None
+        # d/dx of the normalisation, per row (n = dim):
+        # rstd·(g - mean(g) - xhat·mean(g·xhat)),  g = dY·γ
+        g = dY.local * self.weight.value
+        gx = (g * xhat.local).mean(axis=1, keepdims=True)
+        dx = self._rstd * (g - g.mean(axis=1, keepdims=True) - xhat.local * gx)
+        return dY.like(dx.astype(dY.local.dtype, copy=False))
+
+    def __repr__(self):
+        return f"LayerNorm({self.dim}, eps={self.eps})"

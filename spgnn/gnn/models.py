@@ -1,12 +1,12 @@
-"""Containers and models: ``Sequential``, ``GCN``, ``GraphSAGE``."""
+"""Containers and models: ``Sequential``, ``GCN``, ``GraphSAGE``, ``FullBatchSAGE``."""
 
 import numpy as np
 
 from ..errors import DimensionMismatch
 from ..layout import Layout
-from .layers import Dropout, GCNConv, Layer, ReLU, SAGEConv
+from .layers import Dropout, GCNConv, Layer, LayerNorm, ReLU, SAGEConv
 
-__all__ = ["Sequential", "GCN", "GraphSAGE"]
+__all__ = ["Sequential", "GCN", "GraphSAGE", "FullBatchSAGE"]
 
 
 class Sequential(Layer):
@@ -263,3 +263,65 @@ class GraphSAGE(Sequential):
         inner = ", ".join(repr(c) for c in self.convs)
         return (f"GraphSAGE({inner}, dropout={self.dropout}, input_dropout={self.input_dropout}, "
                 f"seed={self.seed})")
+
+
+class FullBatchSAGE(Sequential):
+    """Paper 004's model (SuperGCN): full-batch GraphSAGE-mean with LayerNorm.
+
+    ``[SAGEConv, Dropout, LayerNorm, ReLU] * (layers-1), SAGEConv``: each
+    hidden layer is conv → dropout → LayerNorm → ReLU, the order of the
+    authors' code (report 004 §2.2, §8.13); the last convolution returns
+    logits (softmax cross-entropy = their log_softmax + NLL).  Every
+    convolution is ``h_v·W_self + mean_{u ∈ N(v)} h_u·W_neigh + b``
+    (:class:`~spgnn.gnn.layers.SAGEConv`): on a
+    :class:`~spgnn.gnn.data.DistGraph` distributed with
+    ``aggregation="mean"`` the mean is one distributed SpMM with ``D⁻¹A``
+    (no self-loops, ``deg`` the global in-degree, clamped to >= 1), so the
+    pre/post/hybrid and quantized exchanges (:mod:`spgnn.gnn.compression`)
+    apply to it unchanged: messages are the layer's *input* rows (aggregate
+    first), forward and backward.  Every dropout layer is present even with
+    ``p = 0`` (positions, hence dropout keys, do not depend on the rate).
+
+    Parameters
+    ----------
+    in_dim, hidden, out_dim : int
+    layers : int (>= 1)
+    dropout : float in [0, 1)
+    seed : int
+        Initialisation seed (the trainer also keys the dropout masks by it).
+    bias : bool
+        Biases in the convolutions (default True, as PyG's ``SAGEConv``).
+
+    Parameter names are ``"{position}.{name}"``: ``"0.w_self"``,
+    ``"0.w_neigh"``, ``"0.bias"``, ``"2.weight"`` / ``"2.bias"`` (the first
+    LayerNorm's ``γ`` / ``β``), ...
+    """
+
+    def __init__(self, in_dim, hidden, out_dim, layers=3, dropout=0.5, seed=0, *, bias=True):
+        layers = int(layers)
+        if layers < 1:
+            raise ValueError(f"FullBatchSAGE: layers must be at least 1, but got {layers}")
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"FullBatchSAGE: dropout must lie in [0, 1), but got {dropout}")
+        dims = [int(in_dim)] + [int(hidden)] * (layers - 1) + [int(out_dim)]
+        mods = []
+        for k in range(layers):
+            mods.append(SAGEConv(dims[k], dims[k + 1], bias=bias, seed=seed, index=k))
+            if k < layers - 1:
+                mods += [Dropout(dropout), LayerNorm(dims[k + 1]), ReLU()]
+        super().__init__(*mods)
+        self.dims = dims
+        self.dropout = float(dropout)
+        self.seed = int(seed)
+
+    @property
+    def convs(self):
+        return [m for m in self.layers if isinstance(m, SAGEConv)]
+
+    def param_groups(self, weight_decay=0.0):
+        """Optimizer groups: L2 ``weight_decay`` on the convolution weights only."""
+        ws = [p for c in self.convs for p in (c.w_self, c.w_neigh)]
+        mine = {id(p) for p in ws}
+        rest = [p for p in self.parameters() if id(p) not in mine]
+        return [{"params": ws, "weight_decay": float(weight_decay)},
+                {"params": rest, "weight_decay": 0.0}]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .gat import GAT
-from .models import GCN, GraphSAGE
+from .models import GCN, FullBatchSAGE, GraphSAGE
 
 __all__ = ["ModelSpec", "MODELS", "TRAININGS"]
 
@@ -46,6 +46,10 @@ class ModelSpec:
     algorithms : tuple of str
         The full-graph ``--algo`` values the model can train on (``--algo
         auto`` chooses among them); empty: every distributed algorithm.
+    adjacency : str
+        The full-graph aggregation matrix the model's convolutions multiply
+        by (:class:`~spgnn.gnn.data.DistGraph`'s ``aggregation``): ``"gcn"``
+        (``Â``) or ``"mean"`` (``D⁻¹A``, GraphSAGE).
     """
 
     name: str
@@ -56,6 +60,7 @@ class ModelSpec:
     options: tuple = ()
     checkpoint_format: str = ""
     algorithms: tuple = ()
+    adjacency: str = "gcn"
 
     def __post_init__(self):
         if self.training not in TRAININGS:
@@ -71,6 +76,11 @@ def _gcn(num_features, num_classes, o):
 def _sage(num_features, num_classes, o):
     return GraphSAGE(num_features, o["hidden"], num_classes, layers=len(o["fanout"]),
                      dropout=o["dropout"], seed=o["seed"], input_dropout=o["input_dropout"])
+
+
+def _sage_full(num_features, num_classes, o):
+    return FullBatchSAGE(num_features, o["hidden"], num_classes, layers=o["layers"],
+                         dropout=o["dropout"], seed=o["seed"])
 
 
 def _gat(num_features, num_classes, o):
@@ -100,4 +110,13 @@ MODELS = {
         defaults={"epochs": 50, "hidden": 64, "dropout": 0.6, "input_dropout": 0.5,
                   "eval_every": 1, "model_selection": "best-val"},
         options=MINIBATCH_OPTIONS, checkpoint_format="spgnn-train-sage/2"),
+    # paper 004's model (SuperGCN): 3 layers, hidden 256, dropout 0.5, lr 0.01
+    # (its Table 3); conv -> dropout -> LayerNorm -> ReLU (docs/communication.md)
+    "sage-full": ModelSpec(
+        "sage-full", "full-graph GraphSAGE-mean with LayerNorm (paper 004; --algo 1d, "
+                     "1d-aware, 15d or 15d-aware)", _sage_full, "full-graph",
+        defaults={"epochs": 200, "hidden": 256, "dropout": 0.5, "layers": 3},
+        checkpoint_format="spgnn-train-sage-full/2",
+        algorithms=("1d", "1d-aware", "15d", "15d-aware"),   # LayerNorm needs whole rows
+        adjacency="mean"),
 }
