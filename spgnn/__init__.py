@@ -31,6 +31,7 @@ from .core import local_ops
 from .core.mxm import mxm, mxv, vxm
 from .core.algebra import (apply, ewise_add, ewise_mult, extract, reduce_cols, reduce_rows,
                            reduce_scalar, select)
+from .core.assign import assign
 from .local.ops import Mask, register_binary_op, register_unary_op
 from .local.semiring import any_pair, lor_land, plus_first, register_monoid, register_semiring
 from .io import Graph, load_graph, rmat, sbm
@@ -57,7 +58,7 @@ __all__ = [
     "layouts_15d", "layouts_3d", "roles_for_layer", "rotate", "plan_spmm",
     # GraphBLAS algebra (docs/graphblas.md)
     "mxm", "mxv", "vxm", "ewise_add", "ewise_mult", "apply", "select", "reduce_rows",
-    "reduce_cols", "reduce_scalar", "extract", "Mask", "register_binary_op", "register_unary_op",
+    "reduce_cols", "reduce_scalar", "extract", "assign", "Mask", "register_binary_op", "register_unary_op",
     "register_monoid", "register_semiring", "lor_land", "any_pair", "plus_first", "plan_mxm",
     # graphs
     "Graph", "GraphFormatError", "load_graph", "rmat", "sbm",

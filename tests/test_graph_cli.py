@@ -27,8 +27,11 @@ def _adj(path):
 
 
 def _run(args, nprocs):
-    proc = run_mpi(["-m", "spgnn", "graph"] + args + ["--json", "--backend", "numpy"], nprocs,
-                   timeout=300)
+    # numba: the kernels specialised on the algorithms' operators load from the on-disk
+    # cache after the first run on a machine (kernels/numba/opcache.py); that first run
+    # compiles them, about 2 minutes per command on a loaded 2-core machine
+    proc = run_mpi(["-m", "spgnn", "graph"] + args + ["--json", "--backend", "numba"], nprocs,
+                   timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

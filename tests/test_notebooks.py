@@ -45,3 +45,5 @@ def test_graphblas_notebook_checks_against_scipy():
     err = next(l for l in text.splitlines() if l.startswith("max_absdiff SUMMA max error:"))
     assert float(err.split(":")[1]) < 1e-12, err
     assert "masked entries inside A's pattern: 0" in text
+    assert "assign equals numpy: True" in text
+    assert "spmm max_absdiff equals brute force: True" in text

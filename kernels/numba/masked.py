@@ -1,9 +1,11 @@
 """Generic kernels specialised on user operators: masked SpGEMM, element-wise maps.
 
-Every kernel here is built by a factory from Numba-compiled scalar functions
-(``add``, ``mul``, ``f``) and cached per function object, so a user operator
-registered once (:mod:`spgnn.local.ops`) is compiled into each kernel once
-per process (not on disk: closures over user functions cannot be cached).
+The kernels call their operators as module globals (``ADD``, ``MUL``, ``F1``,
+``FI``), unbound here: the factories (:func:`masked_spgemm_kernels`, ...)
+return the kernels of a copy of this module specialised on the operators by
+:func:`.opcache.specialise`, which numba caches on disk per operator set, so
+a user operator registered once (:mod:`spgnn.local.ops`) is compiled into
+each kernel once, not once per process.
 
 Masked SpGEMM ``C<M> = A (+).(x) B`` (Gustavson, symbolic then numeric),
 *mask-driven*: row ``i`` first marks the allowed columns of ``M[i, :]`` in a
@@ -26,16 +28,17 @@ Rows are split into ``nparts`` chunks balanced by ``A``'s nonzeros
 marker and one accumulator of ``B.shape[1]`` entries).
 """
 
+import sys
+
 import numba
 import numpy as np
 
 from ._ops import row_partition
+from .opcache import specialise
 
 __all__ = ["masked_spgemm_kernels", "masked_saxpy_kernel", "saxpy_row_costs", "masked_dot_kernel", "dot_row_costs", "gustavson_flops",
            "compact_rows", "map_binary_kernel", "map_unary_kernel",
            "map_indexed_kernel", "reduce_rows_kernel"]
-
-_CACHE = {}
 
 
 @numba.njit(cache=True, nogil=True)
@@ -48,96 +51,134 @@ def _empty_like_dtype(n, like):
     return np.empty(n, dtype=like.dtype)
 
 
+#: The operators a specialised copy of this module binds (:mod:`.opcache`); unbound here.
+ADD = MUL = F1 = FI = None
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def symbolic(a_indptr, a_indices, b_indptr, b_indices, m_indptr, m_indices, m_keep,
+             complement, ncols, nparts, counts):
+    m = a_indptr.shape[0] - 1
+    bounds = row_partition(a_indptr, nparts)
+    for w in numba.prange(nparts):
+        marker = _zeros_i64(ncols)
+        for i in range(bounds[w], bounds[w + 1]):
+            t = 3 * (np.int64(i) + 1)
+            for e in range(m_indptr[i], m_indptr[i + 1]):
+                if m_keep[e]:
+                    marker[m_indices[e]] = t
+            c = 0
+            for ea in range(a_indptr[i], a_indptr[i + 1]):
+                k = a_indices[ea]
+                for eb in range(b_indptr[k], b_indptr[k + 1]):
+                    j = b_indices[eb]
+                    s = marker[j]
+                    if complement:
+                        if s != t and s != t + 1:
+                            marker[j] = t + 1
+                            c += 1
+                    elif s == t:
+                        marker[j] = t + 1
+                        c += 1
+            counts[i] = c
+    return m
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, m_indptr, m_indices,
+            m_keep, complement, ncols, nparts, out_indptr, out_indices, out_data):
+    bounds = row_partition(a_indptr, nparts)
+    for w in numba.prange(nparts):
+        marker = _zeros_i64(ncols)
+        acc = _empty_like_dtype(ncols, out_data)
+        cols = _zeros_i64(ncols if complement else 0)
+        for i in range(bounds[w], bounds[w + 1]):
+            t = 3 * (np.int64(i) + 1)
+            for e in range(m_indptr[i], m_indptr[i + 1]):
+                if m_keep[e]:
+                    marker[m_indices[e]] = t
+            r = 0
+            for ea in range(a_indptr[i], a_indptr[i + 1]):
+                k = a_indices[ea]
+                av = a_data[ea]
+                for eb in range(b_indptr[k], b_indptr[k + 1]):
+                    j = b_indices[eb]
+                    s = marker[j]
+                    if s == t + 1:
+                        acc[j] = ADD(acc[j], MUL(av, b_data[eb]))
+                    elif (s == t) != complement:
+                        marker[j] = t + 1
+                        acc[j] = MUL(av, b_data[eb])
+                        if complement:
+                            cols[r] = j
+                            r += 1
+            p = out_indptr[i]
+            if complement:
+                row = cols[:r]
+                row.sort()
+                for q in range(r):
+                    out_indices[p + q] = row[q]
+                    out_data[p + q] = acc[row[q]]
+            else:
+                for e in range(m_indptr[i], m_indptr[i + 1]):
+                    j = m_indices[e]
+                    if m_keep[e] and marker[j] == t + 1:
+                        out_indices[p] = j
+                        out_data[p] = acc[j]
+                        marker[j] = t + 2      # emitted: a repeated mask column is not
+                        p += 1
+    return 0
+
+
+@numba.njit(cache=True, nogil=True)
+def map2(x, y, out):
+    """``out[e] = MUL(x[e], y[e])`` over 1-D arrays (serial)."""
+    for e in range(out.shape[0]):
+        out[e] = MUL(x[e], y[e])
+
+
+@numba.njit(cache=True, nogil=True)
+def map1(x, out):
+    """``out[e] = F1(x[e])`` (serial)."""
+    for e in range(out.shape[0]):
+        out[e] = F1(x[e])
+
+
+@numba.njit(cache=True, nogil=True)
+def mapi(x, rows, cols, out):
+    """``out[e] = FI(x[e], rows[e], cols[e])`` (global indices; serial)."""
+    for e in range(out.shape[0]):
+        out[e] = FI(x[e], rows[e], cols[e])
+
+
+@numba.njit(cache=True, nogil=True)
+def reduce_rows(indptr, data, out, has):
+    """``out[i] = ADD-reduction of data[indptr[i]:indptr[i+1]]``; ``has[i]`` = row non-empty."""
+    for i in range(indptr.shape[0] - 1):
+        lo, hi = indptr[i], indptr[i + 1]
+        if hi > lo:
+            acc = data[lo]
+            for e in range(lo + 1, hi):
+                acc = ADD(acc, data[e])
+            out[i] = acc
+            has[i] = 1
+
+
+def _this():
+    return sys.modules[__name__]
+
+
 def masked_spgemm_kernels(add, mul):
-    """``(symbolic, numeric)`` njit kernels for the semiring ``(add, mul)`` (compiled scalar functions).
+    """``(symbolic, numeric)`` njit kernels for the semiring ``(add, mul)`` (scalar functions).
 
     ``symbolic(a_indptr, a_indices, b_indptr, b_indices, m_indptr, m_indices,
     m_keep, complement, ncols, nparts, counts)`` writes each output row's
     entry count into ``counts``; ``numeric(..., out_indptr, out_indices,
     out_data, a_data, b_data)`` fills the row's sorted columns and values.
     ``m_keep[e]`` (uint8) says whether mask entry ``e`` counts (all ones for
-    a structural mask).
+    a structural mask).  Cached on disk per operator pair (:mod:`.opcache`).
     """
-    key = ("spgemm", add, mul)
-    got = _CACHE.get(key)
-    if got is not None:
-        return got
-
-    @numba.njit(nogil=True, parallel=True)
-    def symbolic(a_indptr, a_indices, b_indptr, b_indices, m_indptr, m_indices, m_keep,
-                 complement, ncols, nparts, counts):
-        m = a_indptr.shape[0] - 1
-        bounds = row_partition(a_indptr, nparts)
-        for w in numba.prange(nparts):
-            marker = _zeros_i64(ncols)
-            for i in range(bounds[w], bounds[w + 1]):
-                t = 3 * (np.int64(i) + 1)
-                for e in range(m_indptr[i], m_indptr[i + 1]):
-                    if m_keep[e]:
-                        marker[m_indices[e]] = t
-                c = 0
-                for ea in range(a_indptr[i], a_indptr[i + 1]):
-                    k = a_indices[ea]
-                    for eb in range(b_indptr[k], b_indptr[k + 1]):
-                        j = b_indices[eb]
-                        s = marker[j]
-                        if complement:
-                            if s != t and s != t + 1:
-                                marker[j] = t + 1
-                                c += 1
-                        elif s == t:
-                            marker[j] = t + 1
-                            c += 1
-                counts[i] = c
-        return m
-
-    @numba.njit(nogil=True, parallel=True)
-    def numeric(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, m_indptr, m_indices,
-                m_keep, complement, ncols, nparts, out_indptr, out_indices, out_data):
-        bounds = row_partition(a_indptr, nparts)
-        for w in numba.prange(nparts):
-            marker = _zeros_i64(ncols)
-            acc = _empty_like_dtype(ncols, out_data)
-            cols = _zeros_i64(ncols if complement else 0)
-            for i in range(bounds[w], bounds[w + 1]):
-                t = 3 * (np.int64(i) + 1)
-                for e in range(m_indptr[i], m_indptr[i + 1]):
-                    if m_keep[e]:
-                        marker[m_indices[e]] = t
-                r = 0
-                for ea in range(a_indptr[i], a_indptr[i + 1]):
-                    k = a_indices[ea]
-                    av = a_data[ea]
-                    for eb in range(b_indptr[k], b_indptr[k + 1]):
-                        j = b_indices[eb]
-                        s = marker[j]
-                        if s == t + 1:
-                            acc[j] = add(acc[j], mul(av, b_data[eb]))
-                        elif (s == t) != complement:
-                            marker[j] = t + 1
-                            acc[j] = mul(av, b_data[eb])
-                            if complement:
-                                cols[r] = j
-                                r += 1
-                p = out_indptr[i]
-                if complement:
-                    row = cols[:r]
-                    row.sort()
-                    for q in range(r):
-                        out_indices[p + q] = row[q]
-                        out_data[p + q] = acc[row[q]]
-                else:
-                    for e in range(m_indptr[i], m_indptr[i + 1]):
-                        j = m_indices[e]
-                        if m_keep[e] and marker[j] == t + 1:
-                            out_indices[p] = j
-                            out_data[p] = acc[j]
-                            marker[j] = t + 2      # emitted: a repeated mask column is not
-                            p += 1
-        return 0
-
-    _CACHE[key] = (symbolic, numeric)
-    return symbolic, numeric
+    mod = specialise(_this(), ADD=add, MUL=mul)
+    return mod.symbolic, mod.numeric
 
 
 # -- one-pass masked saxpy (mask without complement) --------------------------------------
@@ -175,6 +216,64 @@ def saxpy_row_costs(a_indptr, a_indices, b_indptr, m_indptr, costs):
         costs[i + 1] = total
 
 
+@numba.njit(cache=True, nogil=True, parallel=True)
+def saxpy(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, m_indptr, m_indices,
+          m_keep, b_sorted, ncols, bounds, out_indices, out_data, counts):
+    for w in numba.prange(bounds.shape[0] - 1):
+        marker = _zeros_i64(ncols)
+        acc = _empty_like_dtype(ncols, out_data)
+        for i in range(bounds[w], bounds[w + 1]):
+            t = 3 * (np.int64(i) + 1)
+            m0, m1 = m_indptr[i], m_indptr[i + 1]
+            nm = 0
+            for e in range(m0, m1):
+                if m_keep[e]:
+                    marker[m_indices[e]] = t
+                    nm += 1
+            if nm == 0:
+                counts[i] = 0
+                continue
+            for ea in range(a_indptr[i], a_indptr[i + 1]):
+                k = a_indices[ea]
+                av = a_data[ea]
+                b0, b1 = b_indptr[k], b_indptr[k + 1]
+                if b_sorted and b1 - b0 > SEARCH_RATIO * nm:
+                    p = b0
+                    for e in range(m0, m1):
+                        if not m_keep[e]:
+                            continue
+                        j = m_indices[e]
+                        p = _lower_bound(b_indices, p, b1, j)
+                        if p == b1:
+                            break
+                        if b_indices[p] == j:
+                            v = MUL(av, b_data[p])
+                            if marker[j] == t + 1:
+                                acc[j] = ADD(acc[j], v)
+                            else:
+                                marker[j] = t + 1
+                                acc[j] = v
+                else:
+                    for eb in range(b0, b1):
+                        j = b_indices[eb]
+                        s = marker[j]
+                        if s == t + 1:
+                            acc[j] = ADD(acc[j], MUL(av, b_data[eb]))
+                        elif s == t:
+                            marker[j] = t + 1
+                            acc[j] = MUL(av, b_data[eb])
+            c = 0
+            for e in range(m0, m1):
+                j = m_indices[e]
+                if m_keep[e] and marker[j] == t + 1:
+                    out_indices[m0 + c] = j
+                    out_data[m0 + c] = acc[j]
+                    marker[j] = t + 2      # emitted: a repeated mask column is not
+                    c += 1
+            counts[i] = c
+    return 0
+
+
 def masked_saxpy_kernel(add, mul):
     """One-pass mask-driven Gustavson for a mask *without* complement (semiring ``(add, mul)``).
 
@@ -190,70 +289,7 @@ def masked_saxpy_kernel(add, mul):
     binary-searches each allowed column in ``B(k, :)``.  Rows are split by
     ``bounds`` (cost-balanced chunks, one per parallel iteration).
     """
-    key = ("saxpy1", add, mul)
-    got = _CACHE.get(key)
-    if got is not None:
-        return got
-
-    @numba.njit(nogil=True, parallel=True)
-    def saxpy(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, m_indptr, m_indices,
-              m_keep, b_sorted, ncols, bounds, out_indices, out_data, counts):
-        for w in numba.prange(bounds.shape[0] - 1):
-            marker = _zeros_i64(ncols)
-            acc = _empty_like_dtype(ncols, out_data)
-            for i in range(bounds[w], bounds[w + 1]):
-                t = 3 * (np.int64(i) + 1)
-                m0, m1 = m_indptr[i], m_indptr[i + 1]
-                nm = 0
-                for e in range(m0, m1):
-                    if m_keep[e]:
-                        marker[m_indices[e]] = t
-                        nm += 1
-                if nm == 0:
-                    counts[i] = 0
-                    continue
-                for ea in range(a_indptr[i], a_indptr[i + 1]):
-                    k = a_indices[ea]
-                    av = a_data[ea]
-                    b0, b1 = b_indptr[k], b_indptr[k + 1]
-                    if b_sorted and b1 - b0 > SEARCH_RATIO * nm:
-                        p = b0
-                        for e in range(m0, m1):
-                            if not m_keep[e]:
-                                continue
-                            j = m_indices[e]
-                            p = _lower_bound(b_indices, p, b1, j)
-                            if p == b1:
-                                break
-                            if b_indices[p] == j:
-                                v = mul(av, b_data[p])
-                                if marker[j] == t + 1:
-                                    acc[j] = add(acc[j], v)
-                                else:
-                                    marker[j] = t + 1
-                                    acc[j] = v
-                    else:
-                        for eb in range(b0, b1):
-                            j = b_indices[eb]
-                            s = marker[j]
-                            if s == t + 1:
-                                acc[j] = add(acc[j], mul(av, b_data[eb]))
-                            elif s == t:
-                                marker[j] = t + 1
-                                acc[j] = mul(av, b_data[eb])
-                c = 0
-                for e in range(m0, m1):
-                    j = m_indices[e]
-                    if m_keep[e] and marker[j] == t + 1:
-                        out_indices[m0 + c] = j
-                        out_data[m0 + c] = acc[j]
-                        marker[j] = t + 2      # emitted: a repeated mask column is not
-                        c += 1
-                counts[i] = c
-        return 0
-
-    _CACHE[key] = saxpy
-    return saxpy
+    return specialise(_this(), ADD=add, MUL=mul).saxpy
 
 
 # -- mask-driven dot product ("dot3") -----------------------------------------------------
@@ -328,6 +364,70 @@ def compact_rows(src_indptr, counts, src_indices, src_data, out_indptr, out_indi
             out_data[d + q] = src_data[s + q]
 
 
+@numba.njit(cache=True, nogil=True, parallel=True)
+def dot(a_indptr, a_indices, a_data, bt_indptr, bt_indices, bt_data, m_indptr, m_indices,
+        m_keep, bounds, out_indices, out_data, counts):
+    for w in numba.prange(bounds.shape[0] - 1):
+        for i in range(bounds[w], bounds[w + 1]):
+            p = m_indptr[i]
+            c = 0
+            a0, a1 = a_indptr[i], a_indptr[i + 1]
+            if a0 < a1:
+                amin, amax = a_indices[a0], a_indices[a1 - 1]
+                for e in range(m_indptr[i], m_indptr[i + 1]):
+                    if not m_keep[e]:
+                        continue
+                    j = m_indices[e]
+                    b0, b1 = bt_indptr[j], bt_indptr[j + 1]
+                    if b0 == b1 or bt_indices[b0] > amax or bt_indices[b1 - 1] < amin:
+                        continue
+                    # clip each list to the other's range
+                    pa = _lower_bound(a_indices, a0, a1, bt_indices[b0])
+                    pb = _lower_bound(bt_indices, b0, b1, amin)
+                    ea = _lower_bound(a_indices, pa, a1, bt_indices[b1 - 1] + 1)
+                    eb = _lower_bound(bt_indices, pb, b1, amax + 1)
+                    la, lb = ea - pa, eb - pb
+                    found = False
+                    acc = out_data[p]       # overwritten before it is read
+                    if la > GALLOP_RATIO * lb:
+                        for q in range(pb, eb):
+                            pa = _lower_bound(a_indices, pa, ea, bt_indices[q])
+                            if pa == ea:
+                                break
+                            if a_indices[pa] == bt_indices[q]:
+                                v = MUL(a_data[pa], bt_data[q])
+                                acc = ADD(acc, v) if found else v
+                                found = True
+                    elif lb > GALLOP_RATIO * la:
+                        for q in range(pa, ea):
+                            pb = _lower_bound(bt_indices, pb, eb, a_indices[q])
+                            if pb == eb:
+                                break
+                            if bt_indices[pb] == a_indices[q]:
+                                v = MUL(a_data[q], bt_data[pb])
+                                acc = ADD(acc, v) if found else v
+                                found = True
+                    else:
+                        while pa < ea and pb < eb:
+                            ka, kb = a_indices[pa], bt_indices[pb]
+                            if ka < kb:
+                                pa += 1
+                            elif kb < ka:
+                                pb += 1
+                            else:
+                                v = MUL(a_data[pa], bt_data[pb])
+                                acc = ADD(acc, v) if found else v
+                                found = True
+                                pa += 1
+                                pb += 1
+                    if found:
+                        out_indices[p + c] = j
+                        out_data[p + c] = acc
+                        c += 1
+            counts[i] = c
+    return 0
+
+
 def masked_dot_kernel(add, mul):
     """The mask-driven dot-product kernel (SuiteSparse's "dot3") for the semiring ``(add, mul)``.
 
@@ -345,127 +445,24 @@ def masked_dot_kernel(add, mul):
     :data:`GALLOP_RATIO` times longer; both lists are first clipped to the
     other's index range.
     """
-    key = ("dot", add, mul)
-    got = _CACHE.get(key)
-    if got is not None:
-        return got
-
-    @numba.njit(nogil=True, parallel=True)
-    def dot(a_indptr, a_indices, a_data, bt_indptr, bt_indices, bt_data, m_indptr, m_indices,
-            m_keep, bounds, out_indices, out_data, counts):
-        for w in numba.prange(bounds.shape[0] - 1):
-            for i in range(bounds[w], bounds[w + 1]):
-                p = m_indptr[i]
-                c = 0
-                a0, a1 = a_indptr[i], a_indptr[i + 1]
-                if a0 < a1:
-                    amin, amax = a_indices[a0], a_indices[a1 - 1]
-                    for e in range(m_indptr[i], m_indptr[i + 1]):
-                        if not m_keep[e]:
-                            continue
-                        j = m_indices[e]
-                        b0, b1 = bt_indptr[j], bt_indptr[j + 1]
-                        if b0 == b1 or bt_indices[b0] > amax or bt_indices[b1 - 1] < amin:
-                            continue
-                        # clip each list to the other's range
-                        pa = _lower_bound(a_indices, a0, a1, bt_indices[b0])
-                        pb = _lower_bound(bt_indices, b0, b1, amin)
-                        ea = _lower_bound(a_indices, pa, a1, bt_indices[b1 - 1] + 1)
-                        eb = _lower_bound(bt_indices, pb, b1, amax + 1)
-                        la, lb = ea - pa, eb - pb
-                        found = False
-                        acc = out_data[p]       # overwritten before it is read
-                        if la > GALLOP_RATIO * lb:
-                            for q in range(pb, eb):
-                                pa = _lower_bound(a_indices, pa, ea, bt_indices[q])
-                                if pa == ea:
-                                    break
-                                if a_indices[pa] == bt_indices[q]:
-                                    v = mul(a_data[pa], bt_data[q])
-                                    acc = add(acc, v) if found else v
-                                    found = True
-                        elif lb > GALLOP_RATIO * la:
-                            for q in range(pa, ea):
-                                pb = _lower_bound(bt_indices, pb, eb, a_indices[q])
-                                if pb == eb:
-                                    break
-                                if bt_indices[pb] == a_indices[q]:
-                                    v = mul(a_data[q], bt_data[pb])
-                                    acc = add(acc, v) if found else v
-                                    found = True
-                        else:
-                            while pa < ea and pb < eb:
-                                ka, kb = a_indices[pa], bt_indices[pb]
-                                if ka < kb:
-                                    pa += 1
-                                elif kb < ka:
-                                    pb += 1
-                                else:
-                                    v = mul(a_data[pa], bt_data[pb])
-                                    acc = add(acc, v) if found else v
-                                    found = True
-                                    pa += 1
-                                    pb += 1
-                        if found:
-                            out_indices[p + c] = j
-                            out_data[p + c] = acc
-                            c += 1
-                counts[i] = c
-        return 0
-
-    _CACHE[key] = dot
-    return dot
+    return specialise(_this(), ADD=add, MUL=mul).dot
 
 
 def map_binary_kernel(f):
     """``out[e] = f(x[e], y[e])`` over 1-D arrays (njit, serial)."""
-    key = ("map2", f)
-    if key not in _CACHE:
-        @numba.njit(nogil=True)
-        def map2(x, y, out):
-            for e in range(out.shape[0]):
-                out[e] = f(x[e], y[e])
-        _CACHE[key] = map2
-    return _CACHE[key]
+    return specialise(_this(), MUL=f).map2
 
 
 def map_unary_kernel(f):
     """``out[e] = f(x[e])`` over a 1-D array (njit, serial)."""
-    key = ("map1", f)
-    if key not in _CACHE:
-        @numba.njit(nogil=True)
-        def map1(x, out):
-            for e in range(out.shape[0]):
-                out[e] = f(x[e])
-        _CACHE[key] = map1
-    return _CACHE[key]
+    return specialise(_this(), F1=f).map1
 
 
 def map_indexed_kernel(f):
     """``out[e] = f(x[e], rows[e], cols[e])`` (global indices; njit, serial)."""
-    key = ("mapi", f)
-    if key not in _CACHE:
-        @numba.njit(nogil=True)
-        def mapi(x, rows, cols, out):
-            for e in range(out.shape[0]):
-                out[e] = f(x[e], rows[e], cols[e])
-        _CACHE[key] = mapi
-    return _CACHE[key]
+    return specialise(_this(), FI=f).mapi
 
 
 def reduce_rows_kernel(add):
     """``out[i] = add-reduction of data[indptr[i]:indptr[i+1]]``; ``has[i]`` = row non-empty."""
-    key = ("rowreduce", add)
-    if key not in _CACHE:
-        @numba.njit(nogil=True)
-        def reduce_rows(indptr, data, out, has):
-            for i in range(indptr.shape[0] - 1):
-                lo, hi = indptr[i], indptr[i + 1]
-                if hi > lo:
-                    acc = data[lo]
-                    for e in range(lo + 1, hi):
-                        acc = add(acc, data[e])
-                    out[i] = acc
-                    has[i] = 1
-        _CACHE[key] = reduce_rows
-    return _CACHE[key]
+    return specialise(_this(), ADD=add).reduce_rows

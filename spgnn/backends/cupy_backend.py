@@ -228,6 +228,14 @@ class CupyBackend(Backend):
         m, n = a.shape[0], x.shape[1]
         if out is not None:
             V.check_out(out, (m, n), dt, "spmm", xp=xp)
+        if not semiring.builtin:
+            # GraphBLAS and user semirings have no CUDA kernel: the host backend computes them
+            host, ha = self._on_host(a)
+            y = xp.asarray(host.spmm(ha, self.to_host(x), semiring))
+            if out is not None:
+                out[...] = y
+                return out
+            return y
         x = xp.ascontiguousarray(x, dtype=dt)
         plus_times = semiring.add.name == "plus" and semiring.multiply == "times"
         if self.spmm_impl == "cusparse" and plus_times and m and n:
@@ -249,10 +257,23 @@ class CupyBackend(Backend):
             return out
         return y
 
+    def _on_host(self, a):
+        """``(host backend, a on the host)`` for semirings without a CUDA kernel."""
+        from . import numba_backend, numpy_backend
+
+        cls = (numba_backend.NumbaBackend if numba_backend.NumbaBackend.is_available()
+               else numpy_backend.NumpyBackend)
+        h = self.to_host
+        return cls(), LocalCSR(h(a.indptr), h(a.indices), h(a.data), a.shape, check=None)
+
     def sddmm(self, a, x, y, semiring):
         """``C.data[e] = a.data[e] (x) ((+)_k x[i, k] (x) y[j, k])`` on ``a``'s pattern. Local."""
         xp = self._xp
         x, y, semiring, dt = V.check_sddmm(a, x, y, semiring, xp=xp)
+        if not semiring.builtin:      # no CUDA kernel: the host backend computes it
+            host, ha = self._on_host(a)
+            got = host.sddmm(ha, self.to_host(x), self.to_host(y), semiring)
+            return LocalCSR(a.indptr, a.indices, xp.asarray(got.data), a.shape, check=None)
         out = xp.empty(a.nnz, dtype=dt)
         m = a.shape[0]
         if m and a.nnz:

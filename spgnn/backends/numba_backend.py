@@ -46,6 +46,12 @@ def _kernels():
     return _K
 
 
+def _generic():
+    """The kernels specialised on a semiring's operators (SpMM/SDDMM beyond the op codes)."""
+    from .._kernels.numba import semiring_generic
+    return semiring_generic
+
+
 def _nparts(k):
     """Row chunks per parallel kernel: a few per thread, for load balance."""
     return 4 * k["numba"].get_num_threads()
@@ -94,8 +100,8 @@ def _codes(k, semiring):
     ops = k["ops"]
     if not semiring.builtin:
         raise ValueError(f"semiring {semiring.name!r}: this kernel implements only "
-                         f"{sorted(ops.ADD_CODES)} with {sorted(ops.MUL_CODES)}; user-defined and "
-                         f"GraphBLAS semirings run in mxm/mxv/spgemm_masked")
+                         f"{sorted(ops.ADD_CODES)} with {sorted(ops.MUL_CODES)}; the caller "
+                         f"routes other semirings to the generic kernels")
     return ops.ADD_CODES[semiring.add.name], ops.MUL_CODES[semiring.multiply]
 
 
@@ -166,6 +172,15 @@ class NumbaBackend(Backend):
         direct = (out is not None and out.flags.c_contiguous
                   and not np.may_share_memory(out, x) and not np.may_share_memory(out, data))
         y = out if direct else empty((m, n), dt)
+        if not semiring.builtin:
+            # GraphBLAS and user semirings: the kernel specialised on the operators
+            kern = _generic().spmm_kernel(*self._semiring_funcs(semiring))
+            with _threads(k, a.nnz * n + m * n):
+                kern(a.indptr, a.indices, data, x, dt.type(semiring.add.identity), _nparts(k), y)
+            if out is not None and not direct:
+                out[...] = y
+                return out
+            return y
         add, mul = _codes(k, semiring)
         ops = k["ops"]
         with _threads(k, a.nnz * n + m * n):
@@ -307,6 +322,10 @@ class NumbaBackend(Backend):
             got = _JIT[func] = _kernels()["numba"].njit(nogil=True, inline="always")(func)
         return got
 
+    def _semiring_funcs(self, semiring):
+        """``(add, mul)``: the semiring's operators compiled (for the generic kernels)."""
+        return self._compiled(semiring.add.op.func), self._compiled(_mul_func(semiring))
+
     def spgemm_masked(self, a, b, semiring, mask=None, *, structure=False, complement=False,
                       method=None):
         """Mask-driven masked SpGEMM (:mod:`spgnn._kernels.numba.masked`).
@@ -326,8 +345,7 @@ class NumbaBackend(Backend):
             return self.spgemm(a, b, semiring)     # the tuned unmasked kernel
         k = _kernels()
         from .._kernels.numba import masked
-        add = self._compiled(semiring.add.op.func)
-        mul = self._compiled(_mul_func(semiring))
+        add, mul = self._semiring_funcs(semiring)
         if mask is not None and not complement:
             return _spgemm_mask_bounded(self, k, masked, a, b, mask, structure, method, add, mul)
         if method == "dot":
@@ -403,8 +421,15 @@ class NumbaBackend(Backend):
         """
         x, y, semiring, dt = V.check_sddmm(a, x, y, semiring)
         k = _kernels()
-        add, mul = _codes(k, semiring)
         out_data = empty(a.nnz, dt)
+        if not semiring.builtin:
+            kern = _generic().sddmm_kernel(*self._semiring_funcs(semiring))
+            with _threads(k, a.nnz * x.shape[1]):
+                kern(a.indptr, a.indices, a.data.astype(dt, copy=False),
+                     np.ascontiguousarray(x, dtype=dt), np.ascontiguousarray(y, dtype=dt),
+                     dt.type(semiring.add.identity), _nparts(k), out_data)
+            return LocalCSR(a.indptr, a.indices, out_data, a.shape, check=None)
+        add, mul = _codes(k, semiring)
         with _threads(k, a.nnz * x.shape[1]):
             k["sddmm"].csr_sddmm(a.indptr, a.indices, a.data.astype(dt, copy=False),
                                  np.ascontiguousarray(x, dtype=dt),

@@ -232,7 +232,15 @@ class NumpyBackend(Backend):
         x, y, semiring, dt = V.check_sddmm(a, x, y, semiring)
         rows = _row_ids(a.indptr, a.shape[0])
         terms = semiring.mul(x.astype(dt, copy=False)[rows], y.astype(dt, copy=False)[a.indices])
-        inner = semiring.add.ufunc.reduce(terms, axis=1, initial=semiring.add.identity)
+        red = semiring.add.ufunc
+        if isinstance(red, np.ufunc):
+            inner = red.reduce(terms, axis=1, initial=semiring.add.identity)
+        elif terms.shape[1] == 0:
+            inner = np.full(terms.shape[0], semiring.add.identity, dtype=dt)
+        else:
+            # any other operator (user monoids, any/lor/...): reduce each row's terms from
+            # its first one, as the compiled kernels do
+            inner = red.reduceat(np.ascontiguousarray(terms.T), [0])[0]
         data = semiring.mul(a.data.astype(dt), inner.astype(dt, copy=False)).astype(dt, copy=False)
         return LocalCSR(a.indptr, a.indices, data, a.shape, check=None)
 

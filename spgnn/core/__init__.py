@@ -5,4 +5,4 @@ types' Python operators (``A @ X``) through :mod:`spgnn.core.dispatch`.
 """
 
 from . import spmm  # noqa: F401  (registers DistSparseMatrix.__matmul__)
-from . import algebra, mxm  # noqa: F401,E402  (register the GraphBLAS expressions' functions)
+from . import algebra, assign, mxm  # noqa: F401,E402  (register the GraphBLAS expressions' functions)

@@ -36,8 +36,9 @@ __all__ = ["ewise_add", "ewise_mult", "apply", "select", "reduce_rows", "reduce_
            "reduce_scalar", "write", "check_mask", "SELECTORS", "extract", "local_coo",
            "csr_from_coo", "host_csr", "ResultSpec"]
 
-#: MPI reductions the communicator has; other monoids gather partial results.
-_MPI_MONOIDS = ("plus", "min", "max", "times", "lor", "land")
+#: MPI reductions the communicator has for float values; other monoids (``lor``/``land``
+#: are integer-only in MPI, user monoids) gather the partial results.
+_MPI_MONOIDS = ("plus", "min", "max", "times")
 
 
 # -- host blocks --------------------------------------------------------------------------
@@ -396,5 +397,5 @@ def _positions(wanted, have):
 
 
 
-for _fn in (ewise_add, ewise_mult, apply, select):
+for _fn in (ewise_add, ewise_mult, apply, select, extract):
     dispatch.register(_fn.__name__, _fn)

@@ -14,7 +14,7 @@ from ..layout import Layout
 from ..local.csr import VALUE_DTYPES, LocalCSR
 from ..local.ops import Mask
 from . import dispatch
-from .expr import Expr, Target
+from .expr import Expr, Region, Target, _split_key
 from ._dist_common import (as_layout, check_grid, check_shape, fingerprint, primary_owners,
                            same_on_every_rank, transfer_rects)
 
@@ -315,6 +315,11 @@ class DistSparseMatrix:
     def __lshift__(self, expr):
         """``C << expr``: evaluate into C (no mask, no accum). Collective."""
         return Target(self) << expr
+
+    def __getitem__(self, key) -> Region:
+        """``C[rows, cols]``: ``<< A`` assigns into the region, ``.new()`` extracts it."""
+        rows, cols = _split_key(key)
+        return Region(self, rows, cols)
 
     def mxm(self, other, semiring="plus_times", *, algorithm=None) -> Expr:
         """``self (+).(x) other`` (sparse x sparse; :func:`spgnn.core.mxm.mxm`), deferred."""

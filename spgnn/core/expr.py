@@ -5,7 +5,11 @@
 :mod:`spgnn.core.algebra`) and its arguments, not evaluated yet.
 ``expr.new(mask=..., replace=...)`` evaluates it into a new matrix;
 ``C << expr`` and ``C(mask=..., accum=..., replace=...) << expr`` evaluate it
-into ``C`` under GraphBLAS's output rule.  Evaluating is collective; the
+into ``C`` under GraphBLAS's output rule.  ``C[rows, cols]`` is a
+:class:`Region`: ``C[rows, cols] << A`` assigns (``A`` a matrix, an
+expression or a scalar; :func:`spgnn.core.assign.assign`),
+``C(mask=M.S, accum="plus", replace=True)[rows, cols] << A`` assigns under a
+mask of C's shape (GrB_assign), and ``C[rows, cols].new()`` extracts.  Evaluating is collective; the
 plain functions check every operand before communicating.  The functions are
 found by name through :mod:`spgnn.core.dispatch` (the matrix module cannot
 import the operations, which import it).
@@ -13,7 +17,7 @@ import the operations, which import it).
 
 from . import dispatch
 
-__all__ = ["Expr", "Target"]
+__all__ = ["Expr", "Target", "Region"]
 
 
 class Expr:
@@ -43,3 +47,39 @@ class Target:
         dispatch.lookup(expr.name)(*expr.args, mask=self.mask, accum=self.accum,
                                    replace=self.replace, out=self.matrix, **expr.kwargs)
         return self.matrix
+
+    def __getitem__(self, key):
+        """``C(mask=..., accum=..., replace=...)[rows, cols]``: a region to assign into."""
+        rows, cols = _split_key(key)
+        return Region(self.matrix, rows, cols, self)
+
+
+def _split_key(key):
+    if not isinstance(key, tuple) or len(key) != 2:
+        raise TypeError(f"index a matrix region as C[rows, cols] (None or ':' for all), but got "
+                        f"{key!r}")
+    return tuple(None if isinstance(k, slice) and k == slice(None) else k for k in key)
+
+
+class Region:
+    """``C[rows, cols]`` (global index lists; ``None`` or ``:`` for all).
+
+    ``region << A`` assigns ``A`` (a matrix, an expression evaluated first,
+    or a scalar) under the target's mask/accum/replace; ``region.new()``
+    extracts the submatrix.  Both collective.
+    """
+
+    def __init__(self, matrix, rows, cols, target=None):
+        self.matrix, self.rows, self.cols = matrix, rows, cols
+        self.target = target if target is not None else Target(matrix)
+
+    def __lshift__(self, value):
+        if isinstance(value, Expr):
+            value = value.new()
+        t = self.target
+        return dispatch.lookup("assign")(self.matrix, value, self.rows, self.cols, mask=t.mask,
+                                         accum=t.accum, replace=t.replace)
+
+    def new(self, *, layout=None):
+        """``extract(C, rows, cols, layout)``: a new matrix. Collective."""
+        return dispatch.lookup("extract")(self.matrix, self.rows, self.cols, layout=layout)

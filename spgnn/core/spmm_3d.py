@@ -44,7 +44,7 @@ from ..local.csr import LocalCSR
 from ..local.semiring import partial_semiring
 from .depth import depth_counts, gather_depth, nested_splits
 from .dist_dense import DistDenseMatrix
-from .spmm_common import finish_partials
+from .spmm_common import finish_partials, reduce_partials
 
 __all__ = ["roles_3d", "layouts_3d", "require_3d", "spmm_3d", "row_chunks"]
 
@@ -164,9 +164,7 @@ def _blocked_partials(A, f_local, semiring, comm_o, k):
     for r0, r1, csr in chunks:
         y = be.spmm(csr, f_local, part, out=out[r0:r1])     # partial sums in place
         if comm_o.size > 1:
-            host = np.ascontiguousarray(be.to_host(y))
-            out[r0:r1] = be.from_host(comm_o.allreduce(host, op=semiring.add.name,
-                                                       label="spmm-3d:allreduce"))
+            out[r0:r1] = reduce_partials(comm_o, y, semiring.add, be, "spmm-3d")
         del y
     return out
 

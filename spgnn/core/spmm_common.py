@@ -16,7 +16,7 @@ import numpy as np
 from ..layout import Layout
 from .dist_dense import DistDenseMatrix
 
-__all__ = ["row_split_result", "finish_partials"]
+__all__ = ["row_split_result", "finish_partials", "reduce_partials"]
 
 
 def row_split_result(A, X, y):
@@ -53,8 +53,7 @@ def finish_partials(A, local, y, semiring, comm, label, key, count_comm):
     """
     be = A.backend
     if comm is not None and comm.size > 1:
-        y = comm.allreduce(be.xp.ascontiguousarray(y), op=semiring.add.name,
-                           label=f"{label}:allreduce")
+        y = reduce_partials(comm, y, semiring.add, be, label)
     if semiring.row_mean:
         counts = A.cache.get(key)
         if counts is None:
@@ -65,3 +64,32 @@ def finish_partials(A, local, y, semiring, comm, label, key, count_comm):
         div = np.where(counts > 0, counts, 1).astype(y.dtype)
         y = y / be.from_host(div[:, None])
     return y
+
+
+def reduce_partials(comm, y, monoid, be, label):
+    """Combine the ranks' dense partial products with ``monoid``. Collective over ``comm``.
+
+    MPI monoids: one allreduce (label ``f"{label}:allreduce"``).  Others
+    (user-registered monoids, ``any``): one allgather (label
+    ``f"{label}:allgather"``) folded in rank order with the monoid's compiled
+    operator; a partial still holding the identity (no term on that rank)
+    is skipped, which changes nothing for a true monoid and keeps ``any``
+    from answering with the identity.
+    """
+    from .algebra import _MPI_MONOIDS
+    if monoid.name in _MPI_MONOIDS:
+        # the backend's own buffer travels: a device array is staged or passed
+        # CUDA-aware by the communicator, as its setting says
+        return comm.allreduce(be.xp.ascontiguousarray(y), op=monoid.name,
+                              label=f"{label}:allreduce")
+    # the fold runs on the host (compiled user operators); back to the backend's memory after
+    parts = comm.allgather(np.ascontiguousarray(be.to_host(y)), label=f"{label}:allgather")
+    out = parts[0].copy()
+    op = monoid.op
+    for part in parts[1:]:
+        fresh = out == monoid.identity
+        both = ~fresh & (part != monoid.identity)
+        out[fresh] = part[fresh]
+        if both.any():
+            out[both] = be.map_binary(op, out[both], part[both])
+    return be.from_host(out)

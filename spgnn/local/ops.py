@@ -55,17 +55,21 @@ class BinaryOp:
         return np.asarray(vec(x, y), dtype=dt) if x.size or y.size else np.zeros(
             np.broadcast_shapes(x.shape, y.shape), dtype=dt)
 
-    def reduceat(self, values, starts):
-        """``ufunc.reduceat`` of the operator (segments starting at ``starts``, each non-empty)."""
+    def reduceat(self, values, starts, axis=0):
+        """``ufunc.reduceat`` of the operator along axis 0 (segments starting at ``starts``,
+        each non-empty; each segment reduced from its first element, in order)."""
         values = np.asarray(values)
+        if axis != 0:
+            raise ValueError("BinaryOp.reduceat: only axis=0 is supported")
         if self.ufunc is not None and hasattr(self.ufunc, "reduceat"):
-            return self.ufunc.reduceat(values, starts).astype(values.dtype, copy=False)
-        out = np.empty(len(starts), dtype=values.dtype)
-        ends = np.r_[starts[1:], values.size].astype(np.int64)
+            return self.ufunc.reduceat(values, starts, axis=0).astype(values.dtype, copy=False)
+        starts = np.asarray(starts, dtype=np.int64)
+        out = np.empty((len(starts),) + values.shape[1:], dtype=values.dtype)
+        ends = np.r_[starts[1:], values.shape[0]].astype(np.int64)
         for s, (a, b) in enumerate(zip(starts, ends)):
             acc = values[a]
             for v in values[a + 1:b]:
-                acc = self.func(acc, v)
+                acc = self(acc, v) if values.ndim > 1 else self.func(acc, v)
             out[s] = acc
         return out
 
@@ -147,8 +151,10 @@ class _Reducer:
     def __call__(self, x, y):
         return self.elementwise(x, y)
 
-    def reduceat(self, values, starts):
-        return self._reduceat(values, starts)
+    def reduceat(self, values, starts, axis=0):
+        if axis != 0:
+            raise ValueError("reduceat: only axis=0 is supported")
+        return self._reduceat(np.asarray(values), starts)
 
 
 def _first_reduceat(values, starts):
@@ -157,7 +163,7 @@ def _first_reduceat(values, starts):
 
 def _bool_reduceat(ufunc):
     def f(values, starts):
-        return ufunc.reduceat(values != 0, starts).astype(values.dtype)
+        return ufunc.reduceat(values != 0, starts, axis=0).astype(values.dtype)
     return f
 
 
