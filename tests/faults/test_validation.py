@@ -24,7 +24,7 @@ CASES = {
     "plan-ranks-huge": (["plan", "--graph", "rmat:8", "--ranks", "100000000"],
                         "--ranks must be at most"),
     "spmm-grid-not-3d": (["spmm", "--graph", "rmat:8", "--algo", "1d-aware", "--grid", "1x1x1"],
-                         "--grid applies to --algo 3d only"),
+                         "--grid applies to --algo 3d (or auto) only"),
     "train-grid-not-3d": (["train", "--graph", "sbm:300:3:0", "--algo", "1d-aware", "--grid",
                            "1x1x1"], "--grid applies to --algo 3d (or auto) only"),
     "train-ladies-size-0": (["train", "--graph", "sbm:300:3:0", "--model", "sage", "--sampler",
