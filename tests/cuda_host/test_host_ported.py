@@ -75,8 +75,9 @@ def test_spgemm_exact_semirings_and_long_rows(emulated, reference):
         # and the numba kernel itself (plus_times only: the suite compiles it anyway, every
         # other semiring would be a fresh compile); equal values, though a sum may start
         # from +0.0 on one side and -0.0 on the other, so not compared bit for bit
-        _same_csr(emulated.spgemm(a, b, "plus_times"), reference.spgemm(a, b, "plus_times"),
-                  exact=False)
+        if idt == np.int64:          # one index type: each is its own numba compile
+            _same_csr(emulated.spgemm(a, b, "plus_times"), reference.spgemm(a, b, "plus_times"),
+                      exact=False)
 
 
 def test_spgemm_numeric_refuses_a_wrong_indptr(emulated):
