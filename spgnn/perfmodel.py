@@ -668,16 +668,23 @@ def rank_configs(a, ranks, dims, cal=DEFAULT_CALIBRATION, *, configs=None, offse
     ``offsets_for(blocks)`` returns ``(a_permuted, offsets)`` for a row
     partition into ``blocks`` (default: ``a`` and even blocks).
     """
+    return _rank(lambda m, algo, **kw: predict_epoch(m, algo, ranks, dims, cal, itemsize=itemsize,
+                                                     **kw),
+                 a, ranks, configs, offsets_for)
+
+
+def _rank(predict, a, ranks, configs, offsets_for):
+    """``predict(matrix, algorithm, **shape)`` for every candidate, fastest first (ties: the
+    order of ``configs``); a 1D/1.5D candidate gets the permuted matrix and offsets of its
+    ``ranks // c`` row blocks."""
     configs = candidate_configs(ranks) if configs is None else configs
     preds = []
     for algo, c, grid in configs:
         if algo == "3d":
-            preds.append(predict_epoch(a, "3d", ranks, dims, cal, grid=grid, itemsize=itemsize))
+            preds.append(predict(a, "3d", grid=grid))
             continue
-        blocks = ranks // c
-        ap, off = offsets_for(blocks) if offsets_for else (a, None)
-        preds.append(predict_epoch(ap, algo, ranks, dims, cal, offsets=off, replication=c,
-                                   itemsize=itemsize))
+        ap, off = offsets_for(ranks // c) if offsets_for else (a, None)
+        preds.append(predict(ap, algo, offsets=off, replication=c))
     order = sorted(range(len(preds)), key=lambda k: (preds[k].seconds, k))
     return [preds[k] for k in order]
 
@@ -723,14 +730,6 @@ def rank_spmm_configs(a, ranks, feat, cal=DEFAULT_CALIBRATION, *, configs=None,
 
     ``configs`` and ``offsets_for`` as in :func:`rank_configs`.
     """
-    configs = candidate_configs(ranks) if configs is None else configs
-    preds = []
-    for algo, c, grid in configs:
-        if algo == "3d":
-            preds.append(predict_spmm(a, "3d", ranks, feat, cal, grid=grid, itemsize=itemsize))
-            continue
-        ap, off = offsets_for(ranks // c) if offsets_for else (a, None)
-        preds.append(predict_spmm(ap, algo, ranks, feat, cal, offsets=off, replication=c,
-                                  itemsize=itemsize))
-    order = sorted(range(len(preds)), key=lambda k: (preds[k].seconds, k))
-    return [preds[k] for k in order]
+    return _rank(lambda m, algo, **kw: predict_spmm(m, algo, ranks, feat, cal, itemsize=itemsize,
+                                                    **kw),
+                 a, ranks, configs, offsets_for)
