@@ -103,3 +103,25 @@ def test_auto_prices_permute_double_and_agg_blocks(cal_file):
     # the options move the prediction: a ranking that ignored them would fail the test above
     plain = rank_configs(a, 4, dims, cal, configs=configs)
     assert [p.seconds for p in plain[:3]] != pytest.approx([p.seconds for p in expect[:3]])
+
+
+def test_plan_time_prices_permute_and_agg_blocks(cal_file):
+    from spgnn.partition import double_permutation
+
+    out = subprocess.run([sys.executable, "-m", "spgnn", "plan", "--graph", "rmat:8", "--ranks",
+                          "8", "--algos", "1d", "--alpha", "1e-6", "--beta", "1e-10", "--time",
+                          "--dims", "32,16,4", "--calibration", str(cal_file), "--json",
+                          "--partition", "none", "--permute", "double", "--agg-blocks", "3",
+                          "--seed", "2"], capture_output=True, text=True, timeout=120)
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    ranking = data["timed"][0]["ranking"]
+    g = load_graph("rmat:8")
+    expect = rank_configs(_aggregation_pattern(g.adj), 8, [32, 16, 4], load_calibration(cal_file),
+                          agg_blocks=3, permutation_for=lambda m: double_permutation(m, 2))
+    assert [r["seconds"] for r in ranking] == pytest.approx([p.seconds for p in expect])
+    assert {(r["permute"], r["agg_blocks"]) for r in ranking if r["algorithm"] == "3d"} == \
+        {("double", 3)}
+    bad = subprocess.run([sys.executable, "-m", "spgnn", "plan", "--graph", "rmat:8", "--ranks",
+                          "8", "--algos", "1d", "--alpha", "1e-6", "--beta", "1e-10", "--time",
+                          "--agg-blocks", "0"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "--agg-blocks must be >= 1" in bad.stderr + bad.stdout
