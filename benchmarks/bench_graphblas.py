@@ -35,6 +35,14 @@ import scipy.sparse as sp
 
 
 
+#: Seconds slept (untimed) between two timed calls.  Both libraries run OpenMP
+#: thread pools (numba's and SuiteSparse's own) whose idle workers spin for about a
+#: millisecond before sleeping; without a pause the spinning pool of the previous
+#: contender takes the cores from the next (luxembourg's 1-2 ms calls measured
+#: 3-6x slower right after the other library's call).
+SETTLE = 0.05
+
+
 def interleaved(fns, reps):
     """``{name: [seconds, ...]}``: one warm-up each, then ``reps`` round-robin runs."""
     for f in fns.values():
@@ -42,6 +50,7 @@ def interleaved(fns, reps):
     times = {k: [] for k in fns}
     for _ in range(reps):
         for k, f in fns.items():
+            time.sleep(SETTLE)
             t0 = time.perf_counter()
             f()
             times[k].append(time.perf_counter() - t0)

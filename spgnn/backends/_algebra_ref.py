@@ -91,3 +91,18 @@ def reduce_rows(monoid, indptr, data, nrows):
     if nonempty.size:
         out[nonempty] = monoid.op.reduceat(np.asarray(data), indptr[nonempty])
     return out, np.diff(indptr) > 0
+
+
+#: ``j - i`` against the offset, per band selector (:meth:`Backend.select_band`).
+BANDS = {"tril": np.less_equal, "triu": np.greater_equal, "diag": np.equal,
+         "offdiag": np.not_equal}
+
+
+def select_band(a, kind, offset):
+    """Filter host block ``a`` to a diagonal band (numpy reference; storage order kept)."""
+    indptr = np.asarray(a.indptr)
+    rows = np.repeat(np.arange(a.shape[0], dtype=np.int64), np.diff(indptr))
+    keep = BANDS[kind](np.asarray(a.indices, dtype=np.int64) - rows, offset)
+    before = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
+    return LocalCSR(before[indptr].astype(indptr.dtype), np.asarray(a.indices)[keep],
+                    np.asarray(a.data)[keep], a.shape, check=None)

@@ -208,6 +208,21 @@ class Backend(ABC):
         from . import _algebra_ref as R
         return R.map_unary(op, x, rows, cols)
 
+    def is_canonical(self, a):
+        """Every row of host block ``a`` strictly increasing (sorted, no duplicates). Local."""
+        indptr, indices = np.asarray(a.indptr), np.asarray(a.indices)
+        rising = np.diff(indices.astype(np.int64)) > 0
+        first = indptr[1:-1]                    # a row's first entry may drop below the last
+        rising[first[(first > 0) & (first < indices.size)] - 1] = True
+        return bool(rising.all())
+
+    def select_band(self, a, kind, offset):
+        """The entries ``(i, j)`` of host block ``a`` whose ``j - i`` is ``<=`` (``"tril"``),
+        ``>=`` (``"triu"``), ``==`` (``"diag"``) or ``!=`` (``"offdiag"``) ``offset``, in
+        ``a``'s storage order (a filter). Local."""
+        from . import _algebra_ref as R
+        return R.select_band(a, kind, offset)
+
     def reduce_rows(self, monoid, indptr, data, nrows):
         """``(values, has)`` per row: the monoid's reduction and whether the row had entries."""
         from . import _algebra_ref as R

@@ -14,6 +14,8 @@ and applies ``row_mean`` division.
 
 import importlib.util
 
+import math
+
 import numpy as np
 
 from ..local.alloc import empty, empty_arrays
@@ -405,6 +407,22 @@ class NumbaBackend(Backend):
             masked.map_unary_kernel(self._compiled(op.func))(x, out)
         return out
 
+    def is_canonical(self, a):
+        return _canonical(_kernels(), a)
+
+    def select_band(self, a, kind, offset):
+        ex = _kernels()["extract"]
+        m = a.shape[0]
+        indptr = np.empty(m + 1, dtype=np.int64)
+        with _threads(_kernels(), STEP_FLOPS * (m + a.nnz)):
+            ex.csr_band_indptr(a.indptr, a.indices, ex.BAND_KINDS[kind], np.int64(offset), indptr)
+            out_indices, out_data = empty_arrays((int(indptr[-1]), a.indices.dtype),
+                                                 (int(indptr[-1]), a.data.dtype))
+            ex.csr_band(a.indptr, a.indices, a.data, ex.BAND_KINDS[kind], np.int64(offset),
+                        indptr, out_indices, out_data)
+        return LocalCSR(indptr.astype(a.indptr.dtype, copy=False), out_indices, out_data,
+                        a.shape, check=None)
+
     def reduce_rows(self, monoid, indptr, data, nrows):
         from .._kernels.numba import masked
         data = np.asarray(data)
@@ -631,20 +649,36 @@ def choose_spgemm_method(k, masked, a, b, mask, complement, b_sorted=None):
     if mask is None or complement:
         return "gustavson", None
     b_sorted = _canonical(k, b) if b_sorted is None else b_sorted
-    sax = _cum_costs(masked.saxpy_row_costs, a.shape[0], a.indptr, a.indices, b.indptr, mask.indptr)
-    if not (b_sorted and _canonical(k, a)):
+    sax = _cum_costs(k, masked.saxpy_row_costs, a.shape[0], a.nnz, a.indptr, a.indices,
+                     b.indptr, mask.indptr)
+    if not (b_sorted and (a is b or _canonical(k, a))):
+        return "gustavson", sax
+    # dot's estimate is at least one step per row and per mask entry: when even that
+    # bound loses, skip costing it (a road network's triangles: half the call's time)
+    if a.shape[0] + mask.nnz + b.nnz >= DOT_RATIO * int(sax[-1]):
         return "gustavson", sax
     bt_len = np.bincount(np.asarray(b.indices), minlength=b.shape[1])
-    dot = _cum_costs(masked.dot_row_costs, a.shape[0], a.indptr, bt_len, mask.indptr, mask.indices)
-    if int(dot[-1]) + b.nnz < DOT_RATIO * int(sax[-1]):
-        return "dot", dot
-    return "gustavson", sax
+    limit = math.ceil(DOT_RATIO * int(sax[-1])) - b.nnz    # dot wins below this
+    with _threads(k, STEP_FLOPS * (a.shape[0] + mask.nnz)):
+        # the same decision as costing every row, usually after a fraction of them
+        if masked.dot_cost_reaches(a.indptr, bt_len, mask.indptr, mask.indices, limit, 16):
+            return "gustavson", sax
+    return "dot", _cum_costs(k, masked.dot_row_costs, a.shape[0], mask.nnz, a.indptr, bt_len,
+                             mask.indptr, mask.indices)
 
 
-def _cum_costs(kernel, m, *args):
-    """Cumulative row costs (``m + 1`` entries, starting at 0) from a row-cost kernel."""
+#: A step of the masked kernels' cost model (a marker probe, an intersection step, a
+#: cost-pass row entry) in units of :data:`SERIAL_WORK`'s flops: serial, luxembourg's
+#: triangles take 4-6 ns per step, the tuned SpGEMM about 1 ns per flop.
+STEP_FLOPS = 5
+
+
+def _cum_costs(k, kernel, m, work, *args):
+    """Cumulative row costs (``m + 1`` entries, starting at 0) from a row-cost kernel
+    taking ``work`` steps (serial below :data:`SERIAL_WORK`)."""
     costs = np.empty(m + 1, dtype=np.int64)
-    kernel(*args, costs)
+    with _threads(k, STEP_FLOPS * (work + m)):
+        kernel(*args, costs)
     return costs
 
 
@@ -669,11 +703,13 @@ def _spgemm_mask_bounded(be, k, masked, a, b, mask, structure, method, add, mul)
             raise ValueError("spgemm_masked(method='dot') needs A and B with strictly increasing "
                              "column indices in every row; use method='gustavson' or None")
         bt_len = np.bincount(np.asarray(b.indices), minlength=b.shape[1])
-        costs = _cum_costs(masked.dot_row_costs, a.shape[0], a.indptr, bt_len, mask.indptr, mask.indices)
+        costs = _cum_costs(k, masked.dot_row_costs, a.shape[0], mask.nnz, a.indptr, bt_len,
+                           mask.indptr, mask.indices)
     else:
-        costs = _cum_costs(masked.saxpy_row_costs, a.shape[0], a.indptr, a.indices, b.indptr, mask.indptr)
+        costs = _cum_costs(k, masked.saxpy_row_costs, a.shape[0], a.nnz, a.indptr, a.indices,
+                           b.indptr, mask.indptr)
     keep = _mask_keep(mask, structure)
-    work = int(costs[-1])
+    work = STEP_FLOPS * int(costs[-1])
     serial = work < SERIAL_WORK
     bounds = _balanced_bounds(costs, 1 if serial else max(1, min(_nparts(k), m)))
     tmp_indices, tmp_data = empty_arrays((mask.nnz, mask.indices.dtype), (mask.nnz, dt))

@@ -242,6 +242,10 @@ SELECTORS = {
 }
 
 
+#: The selectors on the diagonal offset, run by :meth:`Backend.select_band`.
+_BANDS = ("tril", "triu", "diag", "offdiag")
+
+
 def select(A, selector, thunk=0, *, mask=None, accum=None, out=None, replace=False):
     """Keep the entries a selector accepts. Collective (nnz only).
 
@@ -254,13 +258,19 @@ def select(A, selector, thunk=0, *, mask=None, accum=None, out=None, replace=Fal
     _check_sparse("select", "A", A)
     mask, accum = _prepare_out("select", out, A, mask, accum)
     be = A.backend
+    if isinstance(selector, str) and selector not in SELECTORS:
+        raise ValueError(f"select: unknown selector {selector!r}; expected one of "
+                         f"{sorted(SELECTORS)} or a function f(x, i, j)")
+    if selector in _BANDS and not float(thunk).is_integer():
+        raise ValueError(f"select: {selector!r} takes an integer diagonal offset, got {thunk!r}")
     loc = host_csr(be, A.local)
+    if selector in _BANDS:
+        # global j - i = local (j - i) + col_start - row_start: a compiled row filter
+        t = be.select_band(loc, selector, int(thunk) + A.row_start - A.col_start)
+        return write("select", out, t, A, mask, accum, replace)
     r, c, v = local_coo(loc)
     gi, gj = r + A.row_start, c + A.col_start
     if isinstance(selector, str):
-        if selector not in SELECTORS:
-            raise ValueError(f"select: unknown selector {selector!r}; expected one of "
-                             f"{sorted(SELECTORS)} or a function f(x, i, j)")
         keep = np.asarray(SELECTORS[selector](v, gi, gj, thunk), dtype=bool)
     else:
         op = unary_op(selector)

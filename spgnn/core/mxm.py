@@ -150,7 +150,7 @@ def mxm(A, B, semiring="plus_times", *, mask=None, accum=None, out=None, replace
         raise ValueError("mxm: accum= needs an existing output (out=)")
     mloc = None if mask is None else host_csr(A.backend, mask.matrix.local)
     if mloc is not None:
-        mloc = _canonical(mloc)
+        mloc = _canonical(A.backend, mloc)
     mkw = dict(structure=mask.structure, complement=mask.complement) if mask else {}
     if method is not None:
         mkw["method"] = method
@@ -166,13 +166,12 @@ def mxm(A, B, semiring="plus_times", *, mask=None, accum=None, out=None, replace
     return write("mxm", out, t, spec, mask, accum, replace)
 
 
-def _canonical(loc):
+def _canonical(be, loc):
     """Rows sorted, duplicates merged (the masked kernel emits in the mask row's order);
     ``loc`` itself when it already is (the usual case: one O(nnz) check, no copy)."""
-    s = loc.to_scipy() if hasattr(loc, "to_scipy") else loc
-    if s.has_canonical_format:
+    if be.is_canonical(loc):
         return loc
-    s = s.tocsr().copy()
+    s = loc.to_scipy().tocsr().copy()
     s.sum_duplicates()
     s.sort_indices()
     return LocalCSR.from_scipy(s, check=None)
