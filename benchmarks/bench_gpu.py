@@ -53,13 +53,12 @@ class Device:
 
         self.dry_run = dry_run
         if dry_run:
-            import scipy.sparse
+            from spgnn.testing.fake_device import fake_cupy, fake_cupyx_sparse
 
-            from spgnn.testing.fake_device import fake_cupy
-
-            self.xp, self.sparse = fake_cupy, scipy.sparse
-            self.ours = CupyBackend.host_emulated(xp=fake_cupy)
-            self.cusparse = CupyBackend.host_emulated(xp=fake_cupy, spmm_impl="cusparse")
+            self.xp, self.sparse = fake_cupy, fake_cupyx_sparse
+            self.ours = CupyBackend.host_emulated(xp=fake_cupy, sparse=fake_cupyx_sparse)
+            self.cusparse = CupyBackend.host_emulated(xp=fake_cupy, sparse=fake_cupyx_sparse,
+                                                      spmm_impl="cusparse")
             self.name = "dry run (CPU, host-emulated kernels: times mean nothing)"
             self.torch_device = "cpu"
         else:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from .errors import LayoutMismatch
 
-__all__ = ["Layout", "block_bounds", "block_sizes", "block_offsets", "ROW_1D", "REPLICATED"]
+__all__ = ["Layout", "block_bounds", "block_sizes", "block_offsets", "row_chunk_offsets", "ROW_1D",
+           "REPLICATED"]
 
 
 def block_bounds(n: int, parts: int, index: int) -> tuple:
@@ -42,6 +43,21 @@ def block_offsets(n: int, parts: int) -> tuple:
 def block_sizes(n: int, parts: int) -> tuple:
     off = block_offsets(n, parts)
     return tuple(off[i + 1] - off[i] for i in range(parts))
+
+
+def row_chunk_offsets(m: int, k: int, align: int = 1) -> tuple:
+    """The ``k + 1`` boundaries of blocked aggregation's row chunks of an ``m``-row block.
+
+    Even in row count, every boundary but the last on a multiple of
+    ``align`` (the last chunk takes the remainder; chunks are empty when
+    ``m // align < k``).  One rule for the runtime
+    (:func:`spgnn.core.spmm_3d.row_chunks`) and the planner
+    (:func:`spgnn.planner.plan_gcn_3d` with ``agg_blocks``).
+    """
+    align = max(1, int(align))
+    bounds = [align * b for b in block_offsets(int(m) // align, int(k))]
+    bounds[-1] = int(m)
+    return tuple(bounds)
 
 
 def _axes(value, what):

@@ -419,6 +419,8 @@ class Prediction:
     replication: int = 1
     grid: tuple = None
     steps: list = field(default_factory=list)
+    #: 3d: the training options priced (``{"permute": ..., "agg_blocks": K}``).
+    options: dict = None
 
     @property
     def seconds(self):
@@ -443,7 +445,8 @@ class Prediction:
                 "replication": self.replication,
                 "grid": "x".join(map(str, self.grid)) if self.grid else None,
                 "seconds": self.seconds, "compute_seconds": comp, "comm_seconds": comm,
-                "comm_bytes_max_rank": int(sum(s.nbytes for s in self.steps))}
+                "comm_bytes_max_rank": int(sum(s.nbytes for s in self.steps)),
+                **(self.options or {})}
 
 
 def _block_nnz(a, row_off, col_off):
@@ -574,18 +577,36 @@ def _predict_rowwise(a, algorithm, ranks, dims, cal, offsets, c, itemsize):
     return steps
 
 
-def _predict_3d(a, ranks, dims, cal, grid, itemsize):
+def _predict_3d(a, ranks, dims, cal, grid, itemsize, agg_blocks=1, permutation=None):
     """3D: spgnn's exact epoch events (:func:`plan_gcn_3d`) and the local kernels of every layer.
 
     The kernels follow the same layouts (:func:`gcn_3d_layers`): the SpMM
     on Â's ``(d, o)`` block (even splits) at width ``width / G_i``, forward
     and, except on a first layer that aggregates first, backward (the
     transposed block); the GEMMs on ``(n/G_r) × (D/G_c) × (D'/G_t)``.
+    ``permutation`` (a :class:`~spgnn.partition.DoublePermutation`): layer
+    ``l`` multiplies by variant ``l % 2`` of ``permutation.matrices(a)``, so
+    the slowest rank's SpMM is priced on the permuted blocks' nnz (the same
+    shards :func:`~spgnn.planner.nnz_per_rank_3d` counts).  ``agg_blocks=K``:
+    the planner's K chunked all-reduces per aggregation, and the SpMM called
+    K times (K - 1 more call overheads ``s0``; the other terms add up over
+    the chunks to the unblocked kernel's).
     """
     g = dict(zip(AXES_3D, grid))
     n = a.shape[0]
     steps = []
-    events = plan_gcn_3d(n, dims, grid, itemsize=itemsize)
+    variants = [a] if permutation is None else list(permutation.matrices(a))
+    blocks = {}
+
+    def block_nnz(layer, d, o):
+        key = (layer % len(variants), g[d], g[o])
+        if key not in blocks:
+            blocks[key] = _block_nnz(variants[key[0]], block_offsets(n, g[d]),
+                                     block_offsets(n, g[o])).ravel()
+        return blocks[key]
+
+    chunk_calls = (int(agg_blocks) - 1) * cal.spmm[0]
+    events = plan_gcn_3d(n, dims, grid, itemsize=itemsize, agg_blocks=agg_blocks)
     comm = {}
     for layer, phase, e in events:
         b = np.maximum(e.sent, e.recv)
@@ -598,11 +619,11 @@ def _predict_3d(a, ranks, dims, cal, grid, itemsize):
         d_in, d_out = dims[layer], dims[layer + 1]
         o, i, d = info["prop"]
         r, c, t = info["mm"]
-        z = _block_nnz(a, block_offsets(n, g[d]), block_offsets(n, g[o])).ravel()
+        z = block_nnz(layer, d, o)
         rows_d, rows_o = math.ceil(n / g[d]), math.ceil(n / g[o])
         width = math.ceil(info["width"] / g[i])
-        spmm_f = max(cal.spmm_seconds(rows_d, int(v), width) for v in z)
-        spmm_b = max(cal.spmm_seconds(rows_o, int(v), width) for v in z)
+        spmm_f = max(cal.spmm_seconds(rows_d, int(v), width) for v in z) + chunk_calls
+        spmm_b = max(cal.spmm_seconds(rows_o, int(v), width) for v in z) + chunk_calls
         m, k, nn = math.ceil(n / g[r]), math.ceil(d_in / g[c]), math.ceil(d_out / g[t])
         steps += comm.get((layer, "forward"), [])
         steps += [Step(layer, "forward", "spmm", "compute", spmm_f),
@@ -619,12 +640,17 @@ def _predict_3d(a, ranks, dims, cal, grid, itemsize):
 
 
 def predict_epoch(a, algorithm, ranks, dims, cal=DEFAULT_CALIBRATION, *, offsets=None,
-                  replication=1, grid=None, itemsize=4):
+                  replication=1, grid=None, itemsize=4, agg_blocks=1, permutation=None):
     """The :class:`Prediction` of one GCN epoch on ``ranks`` ranks. Pure (nothing is launched).
 
     ``a`` is the (permuted) n×n aggregation matrix, ``dims`` the widths
     ``[D_0, ..., D_L]``, ``offsets`` the row partition (1D: P blocks, 1.5D:
-    P/c blocks; default even), ``grid`` the 3D shape.
+    P/c blocks; default even), ``grid`` the 3D shape.  3d only (the options
+    of ``train --algo 3d``): ``agg_blocks`` (``--agg-blocks K``) and
+    ``permutation`` (``--permute double``: the
+    :class:`~spgnn.partition.DoublePermutation` the run draws,
+    ``double_permutation(a, seed)``); they are ignored by 1D and 1.5D,
+    which cannot use them.
     """
     dims = [int(v) for v in dims]
     ranks = int(ranks)
@@ -633,8 +659,10 @@ def predict_epoch(a, algorithm, ranks, dims, cal=DEFAULT_CALIBRATION, *, offsets
             raise GridError(f"predict_epoch: 3d needs grid=(X, Y, Z) with product {ranks}, but "
                             f"got {grid}")
         grid = tuple(int(v) for v in grid)
-        steps = _predict_3d(a, ranks, dims, cal, grid, itemsize)
-        return Prediction("3d", ranks, 1, grid, steps)
+        steps = _predict_3d(a, ranks, dims, cal, grid, itemsize, agg_blocks, permutation)
+        options = {"permute": "none" if permutation is None else "double",
+                   "agg_blocks": int(agg_blocks)}
+        return Prediction("3d", ranks, 1, grid, steps, options)
     c = int(replication) if algorithm.startswith("15d") else 1
     if c < 1 or ranks % c:
         raise GridError(f"predict_epoch: replication c={c} must divide ranks={ranks}")
@@ -662,26 +690,35 @@ def candidate_configs(ranks, algorithms=("1d", "1d-aware", "15d", "15d-aware", "
 
 
 def rank_configs(a, ranks, dims, cal=DEFAULT_CALIBRATION, *, configs=None, offsets_for=None,
-                 itemsize=4):
+                 itemsize=4, agg_blocks=1, permutation_for=None):
     """Every candidate's :class:`Prediction`, fastest first (ties: the order of ``configs``). Pure.
 
     ``offsets_for(blocks)`` returns ``(a_permuted, offsets)`` for a row
-    partition into ``blocks`` (default: ``a`` and even blocks).
+    partition into ``blocks`` (default: ``a`` and even blocks); 3d gets the
+    matrix of ``offsets_for(ranks)`` (training partitions into P parts,
+    then splits evenly).  3d candidates are priced with ``agg_blocks`` and,
+    when ``permutation_for`` is given, the double permutation
+    ``permutation_for(matrix)`` of their matrix (``--permute double``: a
+    user's choice the model prices, not one it makes; docs/performance_model.md).
     """
-    return _rank(lambda m, algo, **kw: predict_epoch(m, algo, ranks, dims, cal, itemsize=itemsize,
-                                                     **kw),
-                 a, ranks, configs, offsets_for)
+    def predict(m, algo, **kw):
+        if algo == "3d":
+            kw.update(agg_blocks=agg_blocks,
+                      permutation=permutation_for(m) if permutation_for else None)
+        return predict_epoch(m, algo, ranks, dims, cal, itemsize=itemsize, **kw)
+
+    return _rank(predict, a, ranks, configs, offsets_for)
 
 
 def _rank(predict, a, ranks, configs, offsets_for):
     """``predict(matrix, algorithm, **shape)`` for every candidate, fastest first (ties: the
     order of ``configs``); a 1D/1.5D candidate gets the permuted matrix and offsets of its
-    ``ranks // c`` row blocks."""
+    ``ranks // c`` row blocks, a 3d one the matrix of ``ranks`` blocks."""
     configs = candidate_configs(ranks) if configs is None else configs
     preds = []
     for algo, c, grid in configs:
         if algo == "3d":
-            preds.append(predict(a, "3d", grid=grid))
+            preds.append(predict(offsets_for(ranks)[0] if offsets_for else a, "3d", grid=grid))
             continue
         ap, off = offsets_for(ranks // c) if offsets_for else (a, None)
         preds.append(predict(ap, algo, offsets=off, replication=c))

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from .comm.stats import block_size, model_allgather, model_allreduce, model_alltoallv
 from .errors import DimensionMismatch, GridError
 from .grid import AXES_3D, AbstractGrid, roles_for_layer, shapes_3d
-from .layout import block_bounds, block_offsets
+from .layout import block_bounds, block_offsets, row_chunk_offsets
 
 __all__ = ["PlannedEvent", "SpmmPlan", "plan_spmm", "PLANNERS", "pair_rows", "best_grid_3d",
            "comm_terms_3d", "comm_volume_3d", "plan_mxm", "MXM_PLANNERS", "nnz_per_rank_3d",
@@ -593,7 +593,7 @@ def gcn_3d_layers(dims, order="auto", axes=AXES_3D):
 
 
 def plan_gcn_3d(n, dims, grid_shape, *, itemsize=4, shard_weights=True, bias=False,
-                order="auto", axes=AXES_3D):
+                order="auto", agg_blocks=1, axes=AXES_3D):
     """Every collective of one 3D GCN training epoch as spgnn runs it, rank by rank. Pure.
 
     The events :class:`~spgnn.gnn.Trainer` records for a
@@ -608,7 +608,13 @@ def plan_gcn_3d(n, dims, grid_shape, *, itemsize=4, shard_weights=True, bias=Fal
     first when ``D' < D``), the first layer computes no input gradient, a
     weight block is sharded over depth only when its rows split evenly
     (``Context._place_weight``), blocks are even splits of ``n`` and of the
-    widths, collectives over one rank are skipped.
+    widths, collectives over one rank are skipped.  ``agg_blocks=K``
+    (``DistGraph(agg_blocks=K)``, blocked aggregation): every aggregation's
+    all-reduce (``spmm-3d:allreduce``, forward and backward) becomes K
+    all-reduces, one per row chunk of the rank's Â block
+    (:func:`~spgnn.layout.row_chunk_offsets`, aligned to the group size):
+    the same bytes per rank, up to K times the messages (an empty chunk's
+    all-reduce is still called and sends nothing).
 
     Returns
     -------
@@ -626,7 +632,10 @@ def plan_gcn_3d(n, dims, grid_shape, *, itemsize=4, shard_weights=True, bias=Fal
                         f"{grid_shape!r}")
     if order not in ("auto", "aggregate-first", "transform-first"):
         raise ValueError(f"plan_gcn_3d: unknown order {order!r}")
-    n, w = int(n), int(itemsize)
+    if isinstance(agg_blocks, bool) or not isinstance(agg_blocks, (int, np.integer)) \
+            or agg_blocks < 1:
+        raise ValueError(f"plan_gcn_3d: agg_blocks must be an int >= 1, but got {agg_blocks!r}")
+    n, w, k_blocks = int(n), int(itemsize), int(agg_blocks)
     G = dict(zip(axes, shape))
     p = int(np.prod(shape))
     coord = dict(zip(axes, np.indices(shape).reshape(3, -1)))
@@ -643,6 +652,14 @@ def plan_gcn_3d(n, dims, grid_shape, *, itemsize=4, shard_weights=True, bias=Fal
         rows = [model_allreduce(int(e), w, G[axis], int(coord[axis][r]))
                 for r, e in enumerate(elements)]
         return [_event("allreduce", label, (axis,), rows)]
+
+    def aggregate(axis, rows, cols):
+        """The aggregation's all-reduce over ``axis`` of ``rows × cols`` blocks, in chunks."""
+        if k_blocks == 1:
+            return allreduce("spmm-3d:allreduce", axis, rows * cols)
+        cuts = np.array([np.diff(row_chunk_offsets(int(m), k_blocks, G[axis])) for m in rows])
+        return [e for k in range(k_blocks)
+                for e in allreduce("spmm-3d:allreduce", axis, cuts[:, k] * cols)]
 
     def sharded(d_in, r, c):
         return (shard_weights and G[r] > 1
@@ -673,7 +690,7 @@ def plan_gcn_3d(n, dims, grid_shape, *, itemsize=4, shard_weights=True, bias=Fal
         def propagate(st, width):
             o, i = st
             d = third(o, i)
-            return allreduce("spmm-3d:allreduce", o, blk(n, d) * blk(width, i)), (d, i)
+            return aggregate(o, blk(n, d), blk(width, i)), (d, i)
 
         def matmul(st, din, dout):
             r, c = st
@@ -728,7 +745,7 @@ def plan_gcn_3d(n, dims, grid_shape, *, itemsize=4, shard_weights=True, bias=Fal
         def propagate_t(gs, width):
             r, c = gs
             t = third(r, c)
-            return allreduce("spmm-3d:allreduce", r, blk(n, t) * blk(width, c)), (t, c)
+            return aggregate(r, blk(n, t), blk(width, c)), (t, c)
 
         if not first:                      # aggregate-first: weight grad, then back through W, Â
             emit(layer, "backward", weight_grad(g_state))

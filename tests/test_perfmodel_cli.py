@@ -77,3 +77,51 @@ def test_plan_time_ranks_every_configuration(cal_file):
                             "1e-10", "--time", "--calibration", str(cal_file)],
                            capture_output=True, text=True, timeout=120).stdout
     assert "chosen:" in table and "predicted GCN epoch" in table
+
+
+def test_auto_prices_permute_double_and_agg_blocks(cal_file):
+    """``--permute double --agg-blocks 2`` with auto: 3d grids priced on the run's own P_r, P_c
+    (drawn from --seed) and with the chunked all-reduces; the grid trained is the model's first."""
+    from spgnn.partition import double_permutation
+    from spgnn.perfmodel import candidate_configs
+
+    proc = run_mpi(["-m", "spgnn", "train", "--graph", GRAPH, "--epochs", "1", "--json",
+                    "--no-progress", "--permute", "double", "--agg-blocks", "2", "--seed", "3"],
+                   4, env={"SPGNN_CALIBRATION": str(cal_file)})
+    r = _last_json(proc)
+    g = load_graph(GRAPH)
+    a = _aggregation_pattern(g.adj)
+    dims, cal = [g.features.shape[1], 16, g.num_classes], load_calibration(cal_file)
+    configs = candidate_configs(4, ("3d",))
+    expect = rank_configs(a, 4, dims, cal, configs=configs, agg_blocks=2,
+                          permutation_for=lambda m: double_permutation(m, 3))
+    assert [a["grid"] for a in r["auto"]] == ["x".join(map(str, p.grid)) for p in expect[:3]]
+    assert [a["seconds"] for a in r["auto"]] == pytest.approx([p.seconds for p in expect[:3]])
+    assert all(a["permute"] == "double" and a["agg_blocks"] == 2 for a in r["auto"])
+    assert (r["algorithm"], r["permute"], r["agg_blocks"]) == ("3d", "double", 2)
+    assert "--permute double --agg-blocks 2" in proc.stdout
+    # the options move the prediction: a ranking that ignored them would fail the test above
+    plain = rank_configs(a, 4, dims, cal, configs=configs)
+    assert [p.seconds for p in plain[:3]] != pytest.approx([p.seconds for p in expect[:3]])
+
+
+def test_plan_time_prices_permute_and_agg_blocks(cal_file):
+    from spgnn.partition import double_permutation
+
+    out = subprocess.run([sys.executable, "-m", "spgnn", "plan", "--graph", "rmat:8", "--ranks",
+                          "8", "--algos", "1d", "--alpha", "1e-6", "--beta", "1e-10", "--time",
+                          "--dims", "32,16,4", "--calibration", str(cal_file), "--json",
+                          "--partition", "none", "--permute", "double", "--agg-blocks", "3",
+                          "--seed", "2"], capture_output=True, text=True, timeout=120)
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    ranking = data["timed"][0]["ranking"]
+    g = load_graph("rmat:8")
+    expect = rank_configs(_aggregation_pattern(g.adj), 8, [32, 16, 4], load_calibration(cal_file),
+                          agg_blocks=3, permutation_for=lambda m: double_permutation(m, 2))
+    assert [r["seconds"] for r in ranking] == pytest.approx([p.seconds for p in expect])
+    assert {(r["permute"], r["agg_blocks"]) for r in ranking if r["algorithm"] == "3d"} == \
+        {("double", 3)}
+    bad = subprocess.run([sys.executable, "-m", "spgnn", "plan", "--graph", "rmat:8", "--ranks",
+                          "8", "--algos", "1d", "--alpha", "1e-6", "--beta", "1e-10", "--time",
+                          "--agg-blocks", "0"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "--agg-blocks must be >= 1" in bad.stderr + bad.stdout

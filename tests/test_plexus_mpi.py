@@ -3,7 +3,9 @@
 tests/mpi/gnn_checks.py --plexus: on every 3d grid of P (2x2x2 and 2x1x4 at 8
 ranks), ``permute="double"`` and ``agg_blocks=3`` (alone and together) train
 3 epochs whose losses equal the numpy reference and the plain 3d run's, with
-every rank's ledger bytes per label equal to the plain run's.
+every rank's ledger bytes per label equal to the plain run's, and one epoch's
+ledger equal to the planner's exact events (``plan_gcn_3d(agg_blocks=K)``:
+bytes and messages, every rank, in order).
 """
 
 import os

@@ -97,6 +97,28 @@ def build(name, variant="plain", plant=None):
     return out
 
 
+def _pointer(a):
+    """The address of ``a``'s memory: a device array's ``__cuda_array_interface__`` pointer
+    (the CPU stand-in's memory is host memory), else the numpy array's."""
+    cai = getattr(a, "__cuda_array_interface__", None)
+    return cai["data"][0] if cai is not None else a.ctypes.data
+
+
+def _check_one_memory(name, params, args):
+    """``TypeError`` when device arrays and host arrays share one launch's pointer parameters.
+
+    ``cupy.RawKernel`` refuses a numpy array where a pointer is expected (or,
+    worse, passes a size-one array by value), so a launch that works here
+    only because a host array was handed over must fail here too.
+    """
+    arrays = [a for (_, _, pointer), a in zip(params, args) if pointer]
+    device = [hasattr(a, "__cuda_array_interface__") for a in arrays]
+    if any(device) and not all(device):
+        pname = [p for (p, _, pointer), _ in zip(params, args) if pointer][device.index(False)]
+        raise TypeError(f"{name}: parameter {pname} is a host numpy array while other "
+                        f"arguments are device arrays (cupy.RawKernel needs device memory)")
+
+
 class HostKernel:
     """One entry point; ``kernel(grid, block, args)`` like ``cupy.RawKernel``."""
 
@@ -111,11 +133,12 @@ class HostKernel:
         S.check_args(self.name, self.params, args)
         grid = tuple(grid) + (1,) * (3 - len(tuple(grid)))
         block = tuple(block) + (1,) * (3 - len(tuple(block)))
+        _check_one_memory(self.name, self.params, args)
         keep = []
         ptrs = (ctypes.c_void_p * len(args))()
         for i, ((_, ctype, pointer), a) in enumerate(zip(self.params, args)):
             if pointer:
-                cell = np.array([a.ctypes.data], dtype=np.uintp)   # the pointer value
+                cell = np.array([_pointer(a)], dtype=np.uintp)     # the pointer value
             else:
                 cell = np.array([a], dtype=S.CTYPE_DTYPES[ctype])
             keep.append(cell)

@@ -106,16 +106,18 @@ class CupyBackend(Backend):
     def host_emulated(cls, **kw):
         """The backend on numpy + scipy + the g++ host build of the kernels (tests, no GPU).
 
-        ``xp=spgnn.testing.fake_device.fake_cupy`` makes its arrays pose as
-        device arrays, so the distributed paths (communicator staging,
+        ``xp=spgnn.testing.fake_device.fake_cupy`` (with
+        ``sparse=fake_cupyx_sparse``) makes its arrays pose as device arrays,
+        as strict as CuPy's, so the distributed paths (communicator staging,
         CUDA-aware buffers) run as they would with CuPy.
         """
         import scipy.sparse
 
         from ._cuda_host import HostModule
 
-        kw = {"xp": np, "warps": 1, "ew_block": 32, "ew_max_blocks": 4, **kw}
-        return cls(sparse=scipy.sparse, module=HostModule, **kw)
+        kw = {"xp": np, "sparse": scipy.sparse, "warps": 1, "ew_block": 32, "ew_max_blocks": 4,
+              **kw}
+        return cls(module=HostModule, **kw)
 
     @staticmethod
     def _raw_module(source):

@@ -3,8 +3,9 @@
 Rank 0 (which holds the graph) ranks every candidate with
 :func:`spgnn.perfmodel.rank_configs` (1d, 1d-aware, 15d / 15d-aware with c
 up to 8, 3d on every grid shape; only 3d shapes when ``--grid`` is given)
-on the partition the run will use, then broadcasts its choice: the ranks
-never compute it separately.  The calibration is
+on the partition the run will use (3d: with the run's ``--permute`` and
+``--agg-blocks``), then broadcasts its choice: the ranks never compute it
+separately.  The calibration is
 ``$SPGNN_CALIBRATION`` / ``~/.cache/spgnn/calibration.json`` when present
 (``spgnn calibrate --model``), else the built-in defaults.
 """
@@ -50,13 +51,20 @@ def _configs(p, grid, algorithms):
             candidate_configs(p, algorithms) if algorithms else candidate_configs(p))
 
 
-def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms):
+def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms, permute="none",
+                  agg_blocks=1):
+    from spgnn.partition import double_permutation
     from spgnn.perfmodel import load_calibration, rank_configs
 
     a = _aggregation_pattern(graph.adj)
     pattern = sp.csr_array(a - sp.eye_array(a.shape[0], format="csr") != 0, dtype=np.float32)
+    # --permute double: the P_r, P_c the run draws (DistGraph: after the partition, from the
+    # seed), so 3d is priced on the very shards it will multiply
     ranked = rank_configs(a, p, dims, load_calibration(), configs=_configs(p, grid, algorithms),
-                          offsets_for=_offsets_for(a, pattern, partition, seed))
+                          offsets_for=_offsets_for(a, pattern, partition, seed),
+                          agg_blocks=agg_blocks,
+                          permutation_for=(lambda m: double_permutation(m, seed))
+                          if permute == "double" else None)
     return [r.to_dict() for r in ranked[:3]]
 
 
@@ -75,17 +83,21 @@ def _agree(comm, compute):
     return best["algorithm"], int(best["replication"]), shape, top
 
 
-def choose(comm, graph, dims, *, partition="none", seed=0, grid=None, algorithms=()):
+def choose(comm, graph, dims, *, partition="none", seed=0, grid=None, algorithms=(),
+           permute="none", agg_blocks=1):
     """``(algorithm, replication, grid or None, top3)`` on every rank. Collective.
 
     ``graph`` is needed on rank 0 only; ``grid`` (a ``XxYxZ`` string)
     restricts the choice to 3d on that grid, ``algorithms`` (non-empty) to
     those algorithms (a model's :attr:`ModelSpec.algorithms`, or one 1.5D
-    algorithm for ``--replication auto``).
+    algorithm for ``--replication auto``).  ``permute`` and ``agg_blocks``
+    (``train --permute double --agg-blocks K``) are priced on the 3d
+    candidates: the nnz of the double-permuted shards, the K chunked
+    all-reduces.
     """
     g = parse_grid(grid, comm.size, ndim=3, what="train: --grid") if grid else None
     return _agree(comm, lambda: _rank_on_root(graph, comm.size, dims, partition, seed, g,
-                                              tuple(algorithms)))
+                                              tuple(algorithms), permute, agg_blocks))
 
 
 def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorithms=()):
@@ -115,6 +127,10 @@ def describe(top, unit="epoch"):
     for k, r in enumerate(top):
         shape = (f" {r['grid']}" if r["grid"] else
                  f" c={r['replication']}" if r["algorithm"].startswith("15d") else "")
+        if r.get("permute", "none") != "none":
+            shape += f" --permute {r['permute']}"
+        if r.get("agg_blocks", 1) != 1:
+            shape += f" --agg-blocks {r['agg_blocks']}"
         out.append(f"  {k + 1}. {r['algorithm']}{shape}: {r['seconds'] * 1e3:.3f} ms/{unit} "
                    f"predicted (compute {r['compute_seconds'] * 1e3:.3f}, communication "
                    f"{r['comm_seconds'] * 1e3:.3f})")

@@ -60,6 +60,12 @@ def add_parser(sub):
                    help="with --time: calibration file (default $SPGNN_CALIBRATION or "
                         "~/.cache/spgnn/calibration.json, else built-in defaults)")
     p.add_argument("--top", type=int, default=5, help="with --time: configurations shown per P")
+    p.add_argument("--permute", default="none", choices=("none", "double"),
+                   help="with --time: price 3d with train's --permute double (the P_r, P_c "
+                        "drawn from --seed)")
+    p.add_argument("--agg-blocks", type=int, default=1, metavar="K",
+                   help="with --time: price 3d with train's --agg-blocks K (K chunked "
+                        "all-reduces per aggregation)")
     add_node_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(command="plan")
@@ -236,22 +242,33 @@ def _aggregation_rows(a, offsets, args):
 
 def time_all(args, adj, ordered):
     """Per rank count, every configuration's predicted epoch, fastest first. Local."""
+    from spgnn.partition import double_permutation
     from spgnn.perfmodel import load_calibration, rank_configs
+
+    from .auto import _aggregation_pattern
 
     dims = _parse_list(args.dims, "dims", int) if args.dims else [args.feat] * 3
     if len(dims) < 2 or min(dims) < 1:
         raise ValueError(f"plan: --dims needs two or more positive widths, but got {dims}")
+    if args.agg_blocks < 1:
+        raise ValueError(f"plan: --agg-blocks must be >= 1, but got {args.agg_blocks}")
     cal = apply_node_arguments(load_calibration(args.calibration), args, "plan")
+    # the GCN multiplies by Â (symmetrised, self-loops), in the partition's order
+    ahat = _aggregation_pattern(adj)
 
     def offsets_for(blocks):
-        _, offsets, a = ordered(blocks)
-        return a, offsets
+        perm, offsets, _ = ordered(blocks)
+        return permute(ahat, perm), offsets
 
     out = []
     for p in _parse_list(args.ranks, "ranks", int):
-        ranked = rank_configs(adj, p, dims, cal, offsets_for=offsets_for, itemsize=args.itemsize)
+        ranked = rank_configs(ahat, p, dims, cal, offsets_for=offsets_for, itemsize=args.itemsize,
+                              agg_blocks=args.agg_blocks,
+                              permutation_for=(lambda m: double_permutation(m, args.seed))
+                              if args.permute == "double" else None)
         out.append({"ranks": p, "ranking": [r.to_dict() for r in ranked]})
     meta = {"dims": dims, "calibration": cal.meta.get("source", args.calibration or "file"),
+            "permute": args.permute, "agg_blocks": args.agg_blocks,
             "calibrated": {"compute": "compute" in cal.meta, "comm": "comm" in cal.meta},
             "ranks_per_node": cal.ranks_per_node,
             "comm_inter": None if cal.comm_inter is None else
@@ -264,7 +281,10 @@ def _time_table(meta, timed, top):
              f"{meta['comm_inter']['default']}" if meta.get("ranks_per_node") else "; one node")
     lines = [f"predicted GCN epoch, widths {meta['dims']} (calibration: compute "
              f"{'measured' if meta['calibrated']['compute'] else 'defaults'}, communication "
-             f"{'measured' if meta['calibrated']['comm'] else 'defaults'}{nodes})",
+             f"{'measured' if meta['calibrated']['comm'] else 'defaults'}{nodes}"
+             + "".join(f"; 3d with --{k.replace('_', '-')} {meta[k]}"
+                       for k, off in (("permute", "none"), ("agg_blocks", 1))
+                       if meta.get(k, off) != off) + ")",
              f"{'ranks':>6} {'rank':>4} {'configuration':<20} {'epoch s':>11} {'compute s':>11} "
              f"{'comm s':>11} {'max bytes/rank':>15}"]
     for entry in timed:

@@ -438,7 +438,8 @@ def _choose_auto(comm, args, graph):
                                 grid=args.grid,
                                 algorithms=("3d",) if _wants_3d(args)
                                 else (args.algo,) if args.algo.startswith("15d")
-                                else MODELS[args.model].algorithms)
+                                else MODELS[args.model].algorithms,
+                                permute=args.permute, agg_blocks=args.agg_blocks)
     args.algo, args.auto_choice = algo, top
     if algo.startswith("15d") or args.replication == "auto":
         args.replication = c

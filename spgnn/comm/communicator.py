@@ -905,8 +905,9 @@ class Communicator:
         Collective: yes.
         """
         root = self._root("bcast", root)
+        # CuPy's flags have no ``writeable``: device memory always is
         if ((isinstance(buf, np.ndarray) or _device.is_device(buf)) and buf.flags.c_contiguous
-                and buf.flags.writeable):
+                and getattr(buf.flags, "writeable", True)):
             a = self._array("bcast", buf)
         else:
             a = _device.copy(self._array("bcast", buf))

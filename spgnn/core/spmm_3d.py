@@ -39,7 +39,7 @@ ledger of a real run matches its forward part exactly.
 import numpy as np
 
 from ..errors import LayoutMismatch
-from ..layout import Layout, block_offsets
+from ..layout import Layout, block_offsets, row_chunk_offsets
 from ..local.csr import LocalCSR
 from ..local.semiring import partial_semiring
 from .depth import depth_counts, gather_depth, nested_splits
@@ -132,9 +132,7 @@ def row_chunks(local, k, backend, align=1):
     model's ``n - ⌊n/p⌋`` or ``n - ⌈n/p⌉`` elements) adds up to its share of
     the unblocked one, byte for byte.
     """
-    m, align = local.shape[0], max(1, int(align))
-    bounds = [align * b for b in block_offsets(m // align, k)]
-    bounds[-1] = m
+    bounds = row_chunk_offsets(local.shape[0], k, align)
     host_ptr = np.asarray(backend.to_host(local.indptr))
     out = []
     for r0, r1 in zip(bounds[:-1], bounds[1:]):

@@ -345,7 +345,7 @@ class Context:
         ``bias_grad(G * Q, g)``.
         """
         self._place_bias(g, Q)
-        return Q.like(Q.local * g.value)
+        return Q.like(Q.local * Q.backend.from_host(g.value))
 
     def bias_grad(self, G, b):
         """Accumulate the column sums of ``G`` into ``b.grad``. Collective over G's row axes."""
@@ -488,7 +488,8 @@ class GraphContext(Context):
             P = with_values(g.A, be.from_host(np.ones(g.A.local_nnz, dtype=self.dtype)))
             cols = np.asarray(be.to_host(P.local.indices)).astype(np.int64) + P.col_start
             rows = g.node_ids(Layout(P.layout.rows, row_splits=P.layout.row_splits))
-            got = (P, self.graph.permutation()[cols], rows)
+            # the edge-dropout keys live where the values do (copied to the device once)
+            got = (P, be.from_host(self.graph.permutation()[cols]), be.from_host(rows))
             g._node_cache["attention-pattern"] = got
         return got[0]
 
@@ -523,14 +524,14 @@ class GraphContext(Context):
         _, cols, rows = self.graph._node_cache["attention-pattern"]
         be = S.backend
         loc = S.local
-        ones = np.ones(loc.nnz, dtype=S.dtype)
+        ones = be.xp.ones(loc.nnz, dtype=S.dtype)
         # a tag keeps edge masks apart from node masks of the same layer key
         keys = (self.seed, self.epoch) + tuple(np.atleast_1d(key).tolist()) + (EDGE_DROPOUT_TAG,)
-        scale = np.asarray(be.to_host(F.dropout_apply_csr(
-            loc.indptr, cols, ones, p, keys, rows, 0, self.graph.num_nodes,
-            backend=be)))
-        data = np.asarray(be.to_host(loc.data)) * scale
-        return with_values(S, be.from_host(data)), scale
+        # computed and kept where the values live (the device with cupy): the backward
+        # multiplies the device gradient by it
+        scale = F.dropout_apply_csr(loc.indptr, cols, ones, p, keys, rows, 0,
+                                    self.graph.num_nodes, backend=be)
+        return with_values(S, loc.data * scale), scale
 
     def propagate_with(self, S, H):
         """``S·H`` for a matrix on the graph's pattern (:func:`spgnn.spmm`). Collective."""

@@ -38,6 +38,7 @@
 import numpy as np
 import scipy.sparse as sp
 
+from ..backends import get_backend
 from ..core.depth import nested_splits
 from ..core.dist_dense import DistDenseMatrix
 from ..core.dist_sparse import DistSparseMatrix
@@ -195,8 +196,9 @@ class DistGraph:
             :class:`~spgnn.gnn.sparse.SparseBackedMatrix`; its ``local`` is
             still the dense block).  ``None`` (default): when at most
             ``SPARSE_DENSITY`` (10 %) of the features are non-zero, except on
-            ``3d``, whose products split the feature columns (3d refuses
-            ``True``).
+            ``3d``, whose products split the feature columns, and on a device
+            backend (``cupy``), whose features stay dense on the device (both
+            refuse ``True``).
         aggregation : {"gcn", "mean"}
             The aggregation matrix: GCN's ``Â`` (symmetric) or the mean
             aggregator ``D⁻¹A`` (GraphSAGE; not on ``3d``).
@@ -245,6 +247,11 @@ class DistGraph:
         if sparse_features and algorithm == "3d":
             raise ValueError("DistGraph.from_graph: sparse_features=True is not supported on "
                              "'3d' (its first-layer products split the feature columns)")
+        on_device = get_backend(backend).xp is not np
+        if sparse_features and on_device:
+            raise ValueError("DistGraph.from_graph: sparse_features=True needs a host backend: "
+                             "the CSR copy of the features is a scipy matrix (the cupy backend "
+                             "keeps the features dense on the device)")
         dtype = np.dtype(dtype)
         if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise ValueError(f"DistGraph.from_graph: dtype must be float32 or float64, but got "
@@ -333,7 +340,7 @@ class DistGraph:
         A = DistSparseMatrix.from_global(src(adj_hat), grid, a_layout, backend=backend, root=root)
         self.features = DistDenseMatrix.from_global(src(x), grid, xl, backend=backend, root=root)
         if sparse_features is None:
-            sparse_features = (algorithm != "3d"
+            sparse_features = (algorithm != "3d" and not on_device
                                and meta["nnz_x"] <= SPARSE_DENSITY * max(1, n * meta["f"]))
         if sparse_features:
             dense = self.features.local

@@ -88,7 +88,7 @@ class GATConv(Layer):
 
     def _cols(self, M, arr):
         """``arr`` (my rows, any width) as a matrix of M's rows."""
-        return M.like(np.ascontiguousarray(arr), shape=(M.shape[0], arr.shape[1]))
+        return M.like(M.backend.xp.ascontiguousarray(arr), shape=(M.shape[0], arr.shape[1]))
 
     def forward(self, ctx, H):
         if H.shape[1] != self.in_dim:
@@ -99,7 +99,7 @@ class GATConv(Layer):
         Z = ctx.matmul(H, self.weight)                         # n x K·F
         ST = ctx.matmul(Z, self.att)                           # n x 2K: [s | t]
         z, st = Z.local, ST.local
-        one = np.ones((z.shape[0], 1), dtype=z.dtype)
+        one = Z.backend.xp.ones((z.shape[0], 1), dtype=z.dtype)      # where z lives
         self._Z, self._ST, self._heads = Z, ST, []
         outs = []
         for k in range(K):
@@ -113,7 +113,8 @@ class GATConv(Layer):
             outs.append(ctx.propagate_with(drop, Zk).local)
             self._heads.append((X, Y, e > 0, alpha, drop, scale, Zk))
         out = np.hstack(outs) if self.concat else sum(outs) / K
-        Q = Z.like(np.ascontiguousarray(out, dtype=z.dtype), shape=(Z.shape[0], self.output_dim))
+        Q = Z.like(Z.backend.xp.ascontiguousarray(out, dtype=z.dtype),
+                   shape=(Z.shape[0], self.output_dim))
         return ctx.add_bias(Q, self.bias) if self.bias is not None else Q
 
     def backward(self, ctx, dQ):

@@ -51,6 +51,7 @@ from collections import deque
 
 import numpy as np
 
+from ..backends import get_backend
 from ..local.csr import LocalCSR
 from .blocks import BlockOperator
 from .context import BlockContext
@@ -222,6 +223,7 @@ class HECRunner:
             cs = min(int(cfg.cs), bound) if cfg.reset == "epoch" else int(cfg.cs)
         ls = INFINITE if cfg.ls is None else int(cfg.ls)
         self.capacity = cs
+        self.backend = get_backend(hg.mg.backend)
         self.caches = [HistoricalCache(n, cs, self.dims[lv], ls, min_life=cfg.min_life,
                                        check_age=lv > 0, dtype=trainer.dtype,
                                        backend=hg.mg.backend)
@@ -346,7 +348,9 @@ class HECRunner:
         rows = np.concatenate(rows_by_peer)
         vals = (h[rows] if h is not None else np.zeros((0, self.dims[hop]),
                                                        dtype=self.trainer.dtype))
-        vals = np.ascontiguousarray(vals, dtype=self.trainer.dtype)
+        # the caches live in host memory (a device backend's rows are copied down here,
+        # and up again by the load): the pushed rows travel as host arrays
+        vals = np.ascontiguousarray(self.backend.to_host(vals), dtype=self.trainer.dtype)
         self.stats[hop]["pushed"] += int(ids.size)
         # the counts travel once, blocking (as in the reference code); the two
         # payloads are then posted without a counts exchange or split vote

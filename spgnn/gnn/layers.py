@@ -267,7 +267,7 @@ class LayerNorm(Layer):
             raise LayoutMismatch(f"LayerNorm({self.dim}): needs whole rows of {self.dim} "
                                  f"columns on every rank, but got shape {H.shape} with local "
                                  f"blocks of {H.local_shape[1]} columns")
-        x = np.asarray(H.local)
+        x = H.local                      # host or device (the ufuncs dispatch, NEP 13)
         mu = x.mean(axis=1, keepdims=True)
         xc = x - mu
         self._rstd = 1.0 / np.sqrt((xc * xc).mean(axis=1, keepdims=True) + self.eps)
@@ -282,7 +282,7 @@ class LayerNorm(Layer):
             return None
         # d/dx of the normalisation, per row (n = dim):
         # rstd·(g - mean(g) - xhat·mean(g·xhat)),  g = dY·γ
-        g = dY.local * self.weight.value
+        g = dY.local * dY.backend.from_host(self.weight.value)   # the parameter is on the host
         gx = (g * xhat.local).mean(axis=1, keepdims=True)
         dx = self._rstd * (g - g.mean(axis=1, keepdims=True) - xhat.local * gx)
         return dY.like(dx.astype(dY.local.dtype, copy=False))

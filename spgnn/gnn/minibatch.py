@@ -283,11 +283,13 @@ class MinibatchGraph:
             payload = comm.bcast_obj(payload, root=root, label="sage-setup")
             if mode == "replicated":
                 a = comm.bcast_obj(a if have else None, root=root, label="sage-setup")
+        # the sampling kernels run on the training backend (the device with cupy); the
+        # sampler's graph stays on the host (its bookkeeping is numpy)
         if mode == "replicated":
-            sgraph = LocalGraph(a)
+            sgraph = LocalGraph(a, backend)
         else:
-            sgraph = PartitionedGraph.from_global(a if have else None, grid_15d(c, comm),
-                                                  root=root)
+            sgraph = PartitionedGraph(PartitionedGraph.from_global(
+                a if have else None, grid_15d(c, comm), root=root).A, backend)
         return cls(full, sgraph, payload["labels"], payload["masks"], mode=mode,
                    replication=c, name=payload["name"])
 

@@ -62,7 +62,7 @@ from ..errors import DimensionMismatch, GridError, LayoutMismatch
 from ..layout import Layout, block_bounds
 from ..local.csr import LocalCSR
 from ..local.semiring import plus_times
-from .local import (BulkSample, LocalGraph, _as64, _canonical, normalize_batches,
+from .local import (BackendOps, BulkSample, LocalGraph, _as64, _canonical, normalize_batches,
                     selection_matrix)
 
 __all__ = ["PartitionedGraph", "sa_spgemm_15d", "sample_partitioned", "sample_replicated",
@@ -76,7 +76,7 @@ def stages_of(nrows_blocks, c, j):
     return range(*block_bounds(nrows_blocks, c, j))
 
 
-class PartitionedGraph:
+class PartitionedGraph(BackendOps):
     """``A`` split in ``P/c`` block rows over ``"row"``, replicated over ``"layer"``.
 
     Parameters
@@ -216,7 +216,7 @@ def sa_spgemm_15d(q, g, square=False, label=_LABEL) -> LocalCSR:
     asked = colcomm.alltoallv(need[remote], req, asked_counts, label=f"{label}:colids")
     # 2. the owner sends only the requested rows: lengths, column ids, values
     r0 = int(g.offsets[g.i])
-    out_rows = _extract(g.local, asked - r0, be)
+    out_rows = _extract(g, asked - r0)
     lengths = np.diff(out_rows.indptr)
     got_len = colcomm.alltoallv(lengths, asked_counts, req, label=f"{label}:rowdata")
     send_nnz = _segment_sums(lengths, asked_counts)
@@ -225,7 +225,7 @@ def sa_spgemm_15d(q, g, square=False, label=_LABEL) -> LocalCSR:
     got_val = colcomm.alltoallv(out_rows.data, send_nnz, recv_nnz, label=f"{label}:rowdata")
     # 3. local product with the fetched rows: own rows first, then remote ones
     own = need[~remote]
-    own_rows = _extract(g.local, own - r0, be)
+    own_rows = _extract(g, own - r0)
     f_ids = np.concatenate([own, need[remote]])
     f_indptr = np.zeros(f_ids.size + 1, dtype=np.int64)
     np.cumsum(np.concatenate([np.diff(own_rows.indptr), got_len]), out=f_indptr[1:])
@@ -246,7 +246,7 @@ def sa_spgemm_15d(q, g, square=False, label=_LABEL) -> LocalCSR:
     q_compact = LocalCSR(qc_indptr, order[atc[keep]].astype(np.int64), q.data[keep],
                          (q.shape[0], f_ids.size), check=None)
     if q_compact.nnz:
-        part = _as64(be.spgemm(q_compact, fetched, plus_times))
+        part = g.host64(be.spgemm(q_compact, fetched, plus_times))
     else:
         part = LocalCSR.empty((q.shape[0], g.n))
     # 4. sparse all-reduce over the c replicas of my process row
@@ -264,10 +264,10 @@ def sa_spgemm_15d(q, g, square=False, label=_LABEL) -> LocalCSR:
                     m.data.astype(np.float64), m.shape, check=None)
 
 
-def _extract(local, rows, be) -> LocalCSR:
+def _extract(g, rows) -> LocalCSR:
     if rows.size == 0:
-        return LocalCSR.empty((0, local.shape[1]))
-    return _as64(be.extract_rows(local, np.asarray(rows, dtype=np.int64)))
+        return LocalCSR.empty((0, g.local.shape[1]))
+    return g.host64(g.backend.extract_rows(g.local, np.asarray(rows, dtype=np.int64)))
 
 
 def _segment_sums(values, counts):

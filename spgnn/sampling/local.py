@@ -44,7 +44,7 @@ from .rng import row_keys
 
 __all__ = ["SampledBlock", "BulkSample", "GraphSAGESampler", "LADIESSampler", "LocalGraph",
            "selection_matrix", "set_selection_matrix", "probability_matrix", "row_normalize",
-           "sample_rows", "ladies_probabilities", "normalize_batches",
+           "sample_rows", "ladies_probabilities", "BackendOps", "normalize_batches",
            "LADIES_PROBS", "SAMPLE_METHODS", "FRONTIERS"]
 
 #: LADIES probability formulas (report §2.5, §9.1), keyed by their names.
@@ -205,7 +205,50 @@ def _canonical(a) -> LocalCSR:
     return LocalCSR(m.indptr.astype(np.int64), m.indices.astype(np.int64), m.data, m.shape)
 
 
-class LocalGraph:
+class BackendOps:
+    """The backend's sampling kernels as the samplers call them: host arrays in and out.
+
+    The samplers' bookkeeping (minibatch offsets, keys, column numbering)
+    is numpy on the host; the kernels run on the graph's backend, which on
+    the ``cupy`` backend means the device.  Each call copies its inputs to
+    the backend's memory (``from_host``) and its results back
+    (``to_host``): explicit copies, as CuPy demands (it refuses implicit
+    conversion), and no-ops on the CPU backends.  Outputs are bit-identical
+    on every backend (the kernels are).  Mixed into :class:`LocalGraph` and
+    :class:`~spgnn.sampling.distributed.PartitionedGraph` (both set
+    ``self.backend``).  Local.
+    """
+
+    def _host(self, *arrays):
+        h = self.backend.to_host
+        return tuple(h(a) for a in arrays)
+
+    def sample_rows(self, indptr, indices, data, rows, keys, s, method, weighted):
+        """:meth:`spgnn.backends.Backend.sample_rows`; ``(out_indptr, positions)`` on the host."""
+        return self._host(*self.backend.sample_rows(indptr, indices, data, rows, keys, s,
+                                                    method, weighted))
+
+    def first_appearance(self, a, a_ptr, b, b_ptr, n):
+        """:meth:`spgnn.backends.Backend.first_appearance`; four host arrays."""
+        return self._host(*self.backend.first_appearance(a, a_ptr, b, b_ptr, n))
+
+    def sort_rows_by_column(self, indptr, indices, data):
+        """Sort each row's host ``(indices, data)`` by column in place, on the backend."""
+        be = self.backend
+        di, dd = be.from_host(indices), be.from_host(data)
+        be.sort_rows_by_column(be.from_host(indptr), di, dd)
+        if di is not indices:            # the backend sorted its own copies: bring them back
+            indices[...] = be.to_host(di)
+            data[...] = be.to_host(dd)
+
+    def host64(self, m: LocalCSR) -> LocalCSR:
+        """A backend result ``m`` as a host CSR with int64 indices and float64 values."""
+        ip, ix, d = self._host(m.indptr, m.indices, m.data)
+        return LocalCSR(np.asarray(ip, dtype=np.int64), np.asarray(ix, dtype=np.int64),
+                        np.asarray(d, dtype=np.float64), m.shape, check=None)
+
+
+class LocalGraph(BackendOps):
     """``A`` held whole on this process (graph-replicated mode, report §3.1).
 
     Canonicalised once (duplicates summed, indices sorted, int64 indices,
@@ -228,7 +271,7 @@ class LocalGraph:
         """``A[vertices]`` materialised (``Q_R A`` for one-hot ``Q_R``). Local."""
         if vertices.size == 0:
             return LocalCSR.empty((0, self.n))
-        return _as64(self.backend.extract_rows(self.a, vertices))
+        return self.host64(self.backend.extract_rows(self.a, vertices))
 
     def multiply(self, q: LocalCSR, square: bool) -> LocalCSR:
         """``Q A`` (or ``Q (A∘A)`` when ``square``) by the backend's SpGEMM. Local."""
@@ -239,7 +282,7 @@ class LocalGraph:
             b = self._squared
         if q.shape[0] == 0:
             return LocalCSR.empty((0, self.n))
-        return _as64(self.backend.spgemm(q, b, plus_times))
+        return self.host64(self.backend.spgemm(q, b, plus_times))
 
 
 def _as64(m: LocalCSR) -> LocalCSR:
@@ -485,7 +528,7 @@ class GraphSAGESampler(_Sampler):
         n, k = g.n, ptr.size - 1
         dst, row_ptr = flat, ptr
         if self.frontier == "unique":
-            _, _, dst, row_ptr = g.backend.first_appearance(
+            _, _, dst, row_ptr = g.first_appearance(
                 flat, ptr, np.zeros(0, dtype=np.int64), np.zeros(k + 1, dtype=np.int64), n)
         return self._hops("sage", self.fanouts, g, dst, row_ptr, ids, epoch)
 
@@ -502,7 +545,7 @@ class GraphSAGESampler(_Sampler):
         # GraphSAGE's Q has one nonzero per row); P's values are ignored, so
         # sampling is uniform even for weighted A (report §9.15).
         indptr, indices, data, rows = g.gather(dst)
-        s_ptr, pos = g.backend.sample_rows(indptr, indices, data, rows, keys, s, self.method, False)
+        s_ptr, pos = g.sample_rows(indptr, indices, data, rows, keys, s, self.method, False)
         cols, vals = indices[pos], data[pos]
         nnz = cols.size
         if self.frontier == "tree" and not self.include_dst:
@@ -525,9 +568,9 @@ class GraphSAGESampler(_Sampler):
         # unique: columns = this hop's rows, then new vertices (first appearance),
         # de-duplicated per minibatch by the backend (the numba kernel: np.unique
         # + argsort over minibatch*n + vertex keys dominated the time; same bits)
-        _, ecol, src, col_ptr = g.backend.first_appearance(dst, row_ptr, cols, s_ptr[row_ptr], n)
+        _, ecol, src, col_ptr = g.first_appearance(dst, row_ptr, cols, s_ptr[row_ptr], n)
         vals = np.ascontiguousarray(vals, dtype=np.float64)
-        g.backend.sort_rows_by_column(s_ptr, ecol, vals)
+        g.sort_rows_by_column(s_ptr, ecol, vals)
         adj = LocalCSR(s_ptr, ecol, vals, (R, src.size), check=None)
         return SampledBlock(hop, adj, dst, src, row_ptr, col_ptr)
 
@@ -621,12 +664,12 @@ class LADIESSampler(_Sampler):
         n, k = g.n, row_ptr.size - 1
         p = _ladies_prob(g, dst, row_ptr, self.ladies_prob)
         keys = row_keys(self.seed, "ladies", ids, hop, np.zeros(k, dtype=np.int64), epoch)
-        s_ptr, pos = g.backend.sample_rows(p.indptr, p.indices, p.data,
-                                           np.arange(k, dtype=np.int64), keys, s, self.method, True)
+        s_ptr, pos = g.sample_rows(p.indptr, p.indices, p.data,
+                                   np.arange(k, dtype=np.int64), keys, s, self.method, True)
         sampled = p.indices[pos]                      # ascending per minibatch
         if self.include_batch:
             # per minibatch: the batch vertices, then the sampled ones, each once
-            _, _, src, col_ptr = g.backend.first_appearance(dst, row_ptr, sampled, s_ptr, n)
+            _, _, src, col_ptr = g.first_appearance(dst, row_ptr, sampled, s_ptr, n)
         else:
             src, col_ptr = sampled, s_ptr
         # EXTRACT (report §2.5): rows A_R = Q_R A by row gather, then the

@@ -21,7 +21,7 @@ from ..core.dist_sparse import DistSparseMatrix
 from ..core.spmm import spmm
 from ..grid import grid_1d, grid_15d
 from ..layout import Layout
-from .fake_device import COPIES, FakeDeviceArray, fake_cupy
+from .fake_device import COPIES, FakeDeviceArray, fake_cupy, fake_cupyx_sparse
 
 __all__ = ["emulated_device_backend", "ledger_key_totals", "spmm_device_case", "gcn_device_case",
            "register_emulated_cupy", "SPMM_CASES"]
@@ -44,7 +44,7 @@ def emulated_device_backend():
     if not _BACKEND:
         from ..backends.cupy_backend import CupyBackend
 
-        _BACKEND.append(CupyBackend.host_emulated(xp=fake_cupy))
+        _BACKEND.append(CupyBackend.host_emulated(xp=fake_cupy, sparse=fake_cupyx_sparse))
     return _BACKEND[0]
 
 
@@ -180,8 +180,6 @@ def register_emulated_cupy():
     the host build, available when g++ is; the commands then run their
     ``--backend cupy`` path unchanged.
     """
-    import scipy.sparse
-
     from ..backends import register_backend
     from ..backends._cuda_host import HostModule, compiler_missing
     from ..backends.cupy_backend import CupyBackend
@@ -191,7 +189,7 @@ def register_emulated_cupy():
         name = "cupy"
 
         def __init__(self):
-            super().__init__(xp=fake_cupy, sparse=scipy.sparse, module=HostModule, warps=1,
+            super().__init__(xp=fake_cupy, sparse=fake_cupyx_sparse, module=HostModule, warps=1,
                              ew_block=32, ew_max_blocks=4)
 
         @classmethod

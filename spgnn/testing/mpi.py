@@ -10,14 +10,17 @@ machines.
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
-from typing import Sequence
+import zlib
+from typing import Callable, Iterable, Sequence
 
 from spgnn.comm.launch import find_mpiexec
 
-__all__ = ["find_mpiexec", "run_mpi", "mpi_test_marks", "mpi_hypothesis_settings", "SINGLE_THREAD_ENV"]
+__all__ = ["find_mpiexec", "run_mpi", "mpi_test_marks", "mpi_hypothesis_settings",
+           "run_property_checks", "SINGLE_THREAD_ENV"]
 
 #: Environment added to every launched job (callers may override).
 SINGLE_THREAD_ENV = {
@@ -98,3 +101,59 @@ def mpi_hypothesis_settings(max_examples):
 
     return settings(derandomize=True, database=None, deadline=None, max_examples=max_examples,
                     suppress_health_check=list(HealthCheck), print_blob=True)
+
+
+def run_property_checks(name: str, properties: Callable[..., Iterable[tuple]], *,
+                        examples: int = 15, backend: str | None = "numpy",
+                        options: Callable[[argparse.ArgumentParser], None] | None = None,
+                        after: Callable | None = None,
+                        summary: Callable[[argparse.Namespace], str] | None = None,
+                        argv: Sequence[str] | None = None) -> None:
+    """The ``main`` of a ``tests/mpi/*_checks.py`` file: Hypothesis properties under mpiexec.
+
+    Collective: every rank of ``COMM_WORLD`` calls it with the same arguments.
+
+    Parses ``--examples`` (default ``examples``), ``--backend`` (default
+    ``backend``; no such option when ``None``) and whatever ``options(parser)``
+    adds.  Then, on :meth:`Communicator.world`, each ``(label, strategy,
+    check)`` that ``properties(comm, args)`` yields runs as one Hypothesis test
+    under :func:`mpi_hypothesis_settings` -- ``check(case)`` once per drawn
+    example -- followed by a barrier.  Its seed is a hash of ``name`` and
+    ``label``: every rank draws the same examples in the same order (their
+    collectives match), and two properties over one strategy still draw
+    different examples.  ``after(comm, args)`` (fixed cases, error paths) runs
+    next, then a barrier, and rank 0 prints ``OK <name> <P> ranks<summary(args)>``,
+    the line the launching test looks for.  A failing check raises (on every
+    rank when its assertions are collective, :mod:`spgnn.testing.asserts`),
+    which ``python -m mpi4py`` turns into ``MPI_Abort``: the line is never printed.
+    """
+    from hypothesis import given, seed
+
+    from spgnn.comm import Communicator
+
+    parser = argparse.ArgumentParser(prog=name)
+    parser.add_argument("--examples", type=int, default=examples)
+    if backend is not None:
+        parser.add_argument("--backend", default=backend)
+    if options is not None:
+        options(parser)
+    args = parser.parse_args(argv)
+    comm = Communicator.world()
+    profile = mpi_hypothesis_settings(args.examples)
+    for label, strategy, check in properties(comm, args):
+        test = seed(zlib.crc32(f"{name}:{label}".encode()))(profile(given(strategy)(_calling(check))))
+        test()
+        comm.barrier()
+    if after is not None:
+        after(comm, args)
+        comm.barrier()
+    if comm.rank == 0:
+        print(f"OK {name} {comm.size} ranks{summary(args) if summary else ''}", flush=True)
+
+
+def _calling(check):
+    # a named one-argument function for @given (a lambda with a default
+    # argument would have Hypothesis fill the default instead)
+    def property_(case):
+        check(case)
+    return property_

@@ -2,10 +2,12 @@
 
 Without a usable device every rank raises the same one-line error (printed
 once, exit 2, no traceback, no MPI_Abort).  With the cupy backend emulated
-(tests/cuda_host/emulated_cli.py: the host build of the kernels, device
-arrays stood in for), ``spmm``, ``train`` (GCN) and the sampler
-(``train --model sage``) run their cupy path and give the numba backend's
-results and bytes.
+(tests/cuda_host/emulated_cli.py and emulated_pair.py: the host build of
+the kernels, device arrays stood in for by the strict CuPy stand-in),
+``spmm`` and ``train`` run their cupy path and give the numba backend's
+results and bytes: GCN, GraphSAGE with the GraphSAGE and LADIES samplers,
+full-neighbourhood SAGE, GAT, and on 2 ranks the hybrid aggregation with
+the int2 codec and the HEC.
 """
 
 import json
@@ -70,13 +72,58 @@ def test_spmm_cli_on_emulated_device_equals_numba(emulated):
     assert dev["gpu_comm"] == "cuda-aware" and dev["staged_bytes_total"] == 0
 
 
+#: ``train`` cases run on the emulated device and on numba (one process: ``emulated_pair.py``).
+SINGLE = {"gcn": [],
+          "sage-sampler": ["--model", "sage", "--fanout", "4,3", "--hidden", "8", "--epochs", "1"],
+          "sage-ladies": ["--model", "sage", "--sampler", "ladies", "--fanout", "4,3",
+                          "--ladies-size", "24", "--hidden", "8", "--epochs", "1"],
+          "sage-full": ["--model", "sage-full", "--hidden", "8"],
+          # a smaller graph: the host build's warp shuffles (SDDMM) are slow OS-thread barriers
+          "gat": ["--model", "gat", "--hidden", "4", "--heads", "2", "--epochs", "1",
+                  "--graph", "rmat:5:3"]}
+#: The same on 2 ranks (the exchanges: hybrid aggregation with the int2 codec, the HEC).
+MULTI = {"hybrid-int2": ["--aggregation", "hybrid", "--quantize", "int2"],
+         "hec-on": ["--model", "sage", "--fanout", "4,3", "--hidden", "8", "--hec", "on",
+                    "--partition", "random", "--batch-size", "16"]}
+PAIR = os.path.join(HERE, "emulated_pair.py")
+
+
+def _pairs(cases, stdout):
+    """``{case: (numba result, cupy result)}`` from emulated_pair.py's JSON lines."""
+    res = [json.loads(ln) for ln in stdout.splitlines() if ln.startswith("{")]
+    assert len(res) == 2 * len(cases), stdout[-3000:]
+    return {c: (res[2 * i], res[2 * i + 1]) for i, c in enumerate(cases)}
+
+
+def _check_equal(got):
+    for case, (ref, dev) in got.items():
+        assert dev["loss_history"] == pytest.approx(ref["loss_history"], rel=1e-5), case
+        assert dev["bytes_per_epoch"] == ref["bytes_per_epoch"], case
+        assert dev["test_acc"] == ref["test_acc"], case
+        assert (dev["backend"], dev["gpu_comm"]) == ("cupy", "staged"), case
+        assert "backend" not in ref, case
+
+
+def _pair_args(cases):
+    args = []
+    for c in cases:
+        args += [*TRAIN, *cases[c], "::"]
+    return args[:-1]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("extra", [[], ["--model", "sage", "--fanout", "4,3", "--hidden", "8",
-                                        "--epochs", "1"]], ids=["gcn", "sage-sampler"])
-def test_train_cli_on_emulated_device_equals_numba(emulated, extra):
-    ref = _run1([*TRAIN, "--backend", "numba", *extra])
-    dev = _run1([*TRAIN, "--backend", "cupy", *extra])
-    assert dev["loss_history"] == pytest.approx(ref["loss_history"], rel=1e-5)
-    assert dev["bytes_per_epoch"] == ref["bytes_per_epoch"]
-    assert dev["test_acc"] == ref["test_acc"]
-    assert (dev["backend"], dev["gpu_comm"]) == ("cupy", "staged") and "backend" not in ref
+def test_train_cli_on_emulated_device_equals_numba(emulated):
+    """GCN, GraphSAGE with both samplers, full-neighbourhood SAGE and GAT: numba's losses."""
+    proc = subprocess.run([sys.executable, PAIR, *_pair_args(SINGLE)], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    _check_equal(_pairs(SINGLE, proc.stdout))
+
+
+@_mpi
+@pytest.mark.slow
+def test_train_cli_exchanges_on_emulated_device_equal_numba(emulated):
+    """2 ranks: hybrid aggregation with the int2 codec, and HEC pushes, on device arrays."""
+    proc = run_mpi([PAIR, *_pair_args(MULTI)], 2, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    _check_equal(_pairs(MULTI, proc.stdout))

@@ -14,8 +14,6 @@ Run under MPI: ``mpiexec -n P python tests/mpi/assign_checks.py [--examples N]
 same examples.
 """
 
-import argparse
-
 import numpy as np
 import scipy.sparse as sp
 from hypothesis import strategies as st
@@ -192,30 +190,13 @@ def check_assign_errors(comm, backend="numpy"):
                       "a refused assign changed C")
 
 
-def main():
-    from hypothesis import given
-
-    from spgnn import Communicator
-    from spgnn.testing.mpi import mpi_hypothesis_settings
-
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--examples", type=int, default=15)
-    parser.add_argument("--backend", default="numpy")
-    args = parser.parse_args()
-    comm = Communicator.world()
-    p = comm.size
-
-    @mpi_hypothesis_settings(args.examples)
-    @given(case_assign(p))
-    def run(case):
-        check_assign(comm, case, args.backend)
-
-    run()
-    check_assign_errors(comm, args.backend)
-    comm.barrier()
-    if comm.rank == 0:
-        print(f"OK assign_checks {p} ranks backend={args.backend}", flush=True)
+def properties(comm, args):
+    yield "assign", case_assign(comm.size), lambda case: check_assign(comm, case, args.backend)
 
 
 if __name__ == "__main__":
-    main()
+    from spgnn.testing.mpi import run_property_checks
+
+    run_property_checks("assign_checks", properties, examples=15,
+                        after=lambda comm, args: check_assign_errors(comm, args.backend),
+                        summary=lambda args: f" backend={args.backend}")

@@ -11,11 +11,9 @@ Run under MPI: ``mpiexec -n P python -m mpi4py tests/mpi/exchange_checks.py
 [--examples N]``; Hypothesis derandomized so every rank draws the same examples.
 """
 
-import argparse
-
 import numpy as np
 import scipy.sparse as sp
-from hypothesis import given, strategies as st
+from hypothesis import strategies as st
 from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from spgnn import DistDenseMatrix, DistSparseMatrix, Layout, ProcessGrid, spmm
@@ -125,29 +123,12 @@ def check_exchange(comm, case, backend="numpy"):
                               np.array(par[others].sum()), what + " param bytes")
 
 
-def main():
-    from hypothesis import given
-
-    from spgnn import Communicator
-    from spgnn.testing.mpi import mpi_hypothesis_settings
-
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--examples", type=int, default=20)
-    parser.add_argument("--backend", default="numba")
-    args = parser.parse_args()
-    comm = Communicator.world()
-    p = comm.size
-
-    @mpi_hypothesis_settings(args.examples)
-    @given(exchange_case(sizes=(p,)))
-    def test(case):
-        check_exchange(comm, case, args.backend)
-
-    test()
-    comm.barrier()
-    if comm.rank == 0:
-        print(f"OK exchange_checks {p} ranks", flush=True)
+def properties(comm, args):
+    yield ("exchange", exchange_case(sizes=(comm.size,)),
+           lambda case: check_exchange(comm, case, args.backend))
 
 
 if __name__ == "__main__":
-    main()
+    from spgnn.testing.mpi import run_property_checks
+
+    run_property_checks("exchange_checks", properties, examples=20, backend="numba")

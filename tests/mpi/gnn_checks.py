@@ -92,6 +92,29 @@ def check_gcn_losses(comm, case, reference=None):
     return losses
 
 
+def check_planned_3d_events(comm, graph, grid, dims, permute, blocks):
+    """One epoch's ledger on every rank equals :func:`spgnn.planner.plan_gcn_3d`'s events for
+    this rank (op, label, axis, bytes sent and received, messages, in order). Collective."""
+    from spgnn.planner import plan_gcn_3d
+
+    dg = DistGraph.from_graph(graph if comm.rank == 0 else None, comm, algorithm="3d",
+                              grid=grid, dtype=np.float64, permute=permute, agg_blocks=blocks)
+    model = GCN(dg.num_features, dims[1], dg.num_classes, layers=len(dims) - 1, dropout=0.0,
+                seed=1)
+    tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.05))
+    tr.train_epoch()                                       # setup (redistributions) first
+    with comm.track("epoch") as st:
+        tr.train_epoch()
+    got = [(e.op, e.label, tuple(e.axis), e.bytes_sent, e.bytes_recv, e.messages)
+           for e in st.events if not e.label.startswith("gnn-loss") and e.label != "epoch"]
+    plan = plan_gcn_3d(graph.num_nodes, dims, grid, itemsize=8, agg_blocks=blocks)
+    r = comm.rank
+    want = [(e.op, e.label, e.axis, int(e.sent[r]), int(e.recv[r]), int(e.messages[r]))
+            for _, _, e in plan]
+    collective_assert(comm, got == want, f"planned 3d events differ from the ledger on grid "
+                                         f"{grid} permute={permute} agg_blocks={blocks}")
+
+
 def check_plexus(comm, graph, base, dims):
     """Double permutation and blocked aggregation on every 3d grid of P. Collective."""
     ref = train_reference(graph.adj, graph.features, graph.labels, graph.train_mask, dims,
@@ -110,6 +133,7 @@ def check_plexus(comm, graph, base, dims):
             collective_assert(comm, case["ledgers"] == plain["ledgers"],
                               f"ledger bytes {permute} blocks={blocks} differ from the "
                               f"unblocked run's")
+            check_planned_3d_events(comm, graph, grid, dims, permute, blocks)
             if comm.rank == 0:
                 print(f"ok plexus {grid} permute={permute} agg_blocks={blocks}", flush=True)
 

@@ -11,8 +11,6 @@ Run under MPI: ``mpiexec -n P python tests/mpi/mxm_checks.py [--examples N]
 same examples.  SUMMA runs where P is a square (1, 4).
 """
 
-import argparse
-
 import numpy as np
 from hypothesis import strategies as st
 
@@ -187,30 +185,12 @@ def check_nonsquare_grid(comm, backend="numpy"):
     collective_assert(comm, len(seen.events) == 0, "communicated before raising")
 
 
-def main():
-    from hypothesis import given
-
-    from spgnn import Communicator
-    from spgnn.testing.mpi import mpi_hypothesis_settings
-
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--examples", type=int, default=15)
-    parser.add_argument("--backend", default="numpy")
-    args = parser.parse_args()
-    comm = Communicator.world()
-    p = comm.size
-
-    @mpi_hypothesis_settings(args.examples)
-    @given(case_mxm(p))
-    def run(case):
-        check_mxm(comm, case, args.backend)
-
-    run()
-    check_nonsquare_grid(comm, args.backend)
-    comm.barrier()
-    if comm.rank == 0:
-        print(f"OK mxm_checks {p} ranks", flush=True)
+def properties(comm, args):
+    yield "mxm", case_mxm(comm.size), lambda case: check_mxm(comm, case, args.backend)
 
 
 if __name__ == "__main__":
-    main()
+    from spgnn.testing.mpi import run_property_checks
+
+    run_property_checks("mxm_checks", properties, examples=15,
+                        after=lambda comm, args: check_nonsquare_grid(comm, args.backend))

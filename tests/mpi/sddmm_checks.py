@@ -10,8 +10,6 @@ Run under MPI: ``mpiexec -n P python tests/mpi/sddmm_checks.py [--examples N]
 same examples.
 """
 
-import argparse
-
 import numpy as np
 from hypothesis import strategies as st
 
@@ -190,41 +188,16 @@ def check_softmax_and_transpose(comm, case, backend="numpy"):
                       np.array(lam * f * dtype.itemsize), "Aᵀ·G bytes sent")
 
 
-def main():
-    from hypothesis import given
-
-    from spgnn import Communicator
-    from spgnn.testing.mpi import mpi_hypothesis_settings
-
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--examples", type=int, default=20)
-    parser.add_argument("--backend", default="numpy")
-    args = parser.parse_args()
-    comm = Communicator.world()
-    p = comm.size
-    profile = mpi_hypothesis_settings(args.examples)
-
-    @profile
-    @given(sddmm_case(sizes=(p,)))
-    def run_sddmm(case):
-        check_sddmm(comm, case, args.backend)
-
-    @profile
-    @given(sddmm_case(sizes=(p,)))
-    def run_softmax(case):
-        check_softmax_and_transpose(comm, case, args.backend)
-
-    @profile
-    @given(sddmm15_case(sizes=(p,)))
-    def run_sddmm15(case):
-        check_sddmm_15d(comm, case, args.backend)
-
-    for test in (run_sddmm, run_softmax, run_sddmm15):
-        test()
-        comm.barrier()
-    if comm.rank == 0:
-        print(f"OK sddmm_checks {p} ranks backend={args.backend}", flush=True)
+def properties(comm, args):
+    p, be = comm.size, args.backend
+    yield "sddmm", sddmm_case(sizes=(p,)), lambda case: check_sddmm(comm, case, be)
+    yield ("softmax", sddmm_case(sizes=(p,)),
+           lambda case: check_softmax_and_transpose(comm, case, be))
+    yield "sddmm15", sddmm15_case(sizes=(p,)), lambda case: check_sddmm_15d(comm, case, be)
 
 
 if __name__ == "__main__":
-    main()
+    from spgnn.testing.mpi import run_property_checks
+
+    run_property_checks("sddmm_checks", properties, examples=20,
+                        summary=lambda args: f" backend={args.backend}")

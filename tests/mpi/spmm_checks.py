@@ -11,8 +11,6 @@ Run under MPI: ``mpiexec -n P python -m mpi4py tests/mpi/spmm_checks.py
 every rank draws the same examples.
 """
 
-import argparse
-
 import numpy as np
 from hypothesis import strategies as st
 
@@ -187,49 +185,27 @@ def check_spmm_3d(comm, case, backend="numpy"):
                       f"no other communication (got {sorted(others)})")
 
 
-def main():
-    from hypothesis import given
+def properties(comm, args):
+    p = comm.size
+    if args.c:
+        cs = tuple(int(v) for v in args.c.split(","))
+        yield ("spmm15", case_15d(sizes=(p,), cs=cs),
+               lambda case: check_spmm_15d(comm, case, args.backend))
+    shapes = None if args.grid3d == "all" else [tuple(int(v) for v in s.split(","))
+                                                 for s in args.grid3d.split(";")]
+    yield ("spmm3", case_3d(sizes=(p,), shapes=shapes),
+           lambda case: check_spmm_3d(comm, case, args.backend))
 
-    from spgnn.testing.mpi import mpi_hypothesis_settings
 
-    from spgnn import Communicator
-
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--examples", type=int, default=12)
-    parser.add_argument("--backend", default="numpy")
+def options(parser):
     parser.add_argument("--c", default="", help="comma-separated replication factors for 15d "
                         "(empty: skip 1.5D)")
     parser.add_argument("--grid3d", default="all", help="'all' (every X x Y x Z shape), or "
                         "shapes like 2,2,2;1,2,4")
-    args = parser.parse_args()
-    comm = Communicator.world()
-    p = comm.size
-    profile = mpi_hypothesis_settings(args.examples)  # same examples on every rank
-    tests = []
-    if args.c:
-        cs = tuple(int(v) for v in args.c.split(","))
-
-        @profile
-        @given(case_15d(sizes=(p,), cs=cs))
-        def spmm15(case):
-            check_spmm_15d(comm, case, args.backend)
-
-        tests.append(spmm15)
-    shapes = None if args.grid3d == "all" else [tuple(int(v) for v in s.split(","))
-                                                 for s in args.grid3d.split(";")]
-
-    @profile
-    @given(case_3d(sizes=(p,), shapes=shapes))
-    def spmm3(case):
-        check_spmm_3d(comm, case, args.backend)
-
-    tests.append(spmm3)
-    for test in tests:
-        test()
-        comm.barrier()
-    if comm.rank == 0:
-        print(f"OK spmm_checks {p} ranks c={args.c or '-'} grid3d={args.grid3d}", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    from spgnn.testing.mpi import run_property_checks
+
+    run_property_checks("spmm_checks", properties, examples=12, options=options,
+                        summary=lambda args: f" c={args.c or '-'} grid3d={args.grid3d}")

@@ -177,14 +177,20 @@ def test_planned_nnz_per_rank_equals_the_trained_shards(permute):
             assert shards[(d, o, v)] == want[layer, k]
 
 
-@pytest.mark.parametrize("grid,f,hidden,layers,bias,order", [
-    ((2, 2, 2), 8, 8, 3, True, "auto"),            # sharded weights, biases
-    ((2, 1, 4), 7, 5, 3, False, "auto"),           # transform-first layer, replicated W
-    ((1, 2, 4), 16, 8, 4, False, "transform-first"),
-    ((2, 2, 2), 6, 12, 2, False, "aggregate-first"),
+@pytest.mark.parametrize("grid,f,hidden,layers,bias,order,blocks,permute", [
+    ((2, 2, 2), 8, 8, 3, True, "auto", 1, "none"),            # sharded weights, biases
+    ((2, 1, 4), 7, 5, 3, False, "auto", 7, "none"),           # transform-first, replicated W;
+                                                              # 9-10 rows in 7 chunks of 2: empty ones
+    ((1, 2, 4), 16, 8, 4, False, "transform-first", 1, "none"),
+    ((2, 2, 2), 6, 12, 2, False, "aggregate-first", 3, "double"),
 ])
-def test_planned_3d_epoch_equals_the_ledger(grid, f, hidden, layers, bias, order):
-    """plan_gcn_3d: every rank's events (op, label, axis, bytes, messages), in order, at P = 8."""
+def test_planned_3d_epoch_equals_the_ledger(grid, f, hidden, layers, bias, order, blocks,
+                                            permute):
+    """plan_gcn_3d: every rank's events (op, label, axis, bytes, messages), in order, at P = 8.
+
+    With blocked aggregation (``agg_blocks``: one all-reduce per row chunk, messages up to K
+    times) and the double permutation (which moves no byte: 3D's all-reduces are dense).
+    """
     from spgnn.planner import plan_gcn_3d
 
     n = 37
@@ -193,7 +199,8 @@ def test_planned_3d_epoch_equals_the_ledger(grid, f, hidden, layers, bias, order
 
     def body(comm):
         dg = DistGraph.from_graph(g if comm.rank == 0 else None, comm, algorithm="3d",
-                                  grid=grid, dtype=np.float32)
+                                  grid=grid, dtype=np.float32, agg_blocks=blocks,
+                                  permute=permute)
         model = GCN(dg.num_features, hidden, dg.num_classes, layers=layers, dropout=0.5,
                     seed=1, bias=bias, order=order)
         tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.05))
@@ -205,7 +212,10 @@ def test_planned_3d_epoch_equals_the_ledger(grid, f, hidden, layers, bias, order
 
     got = run_loopback(8, body, timeout=120)
     dims = [f] + [hidden] * (layers - 1) + [3]
-    plan = plan_gcn_3d(n, dims, grid, bias=bias, order=order)
+    plan = plan_gcn_3d(n, dims, grid, bias=bias, order=order, agg_blocks=blocks)
+    if blocks > 1:          # the chunked all-reduces are there, and some chunk is empty
+        unblocked = plan_gcn_3d(n, dims, grid, bias=bias, order=order)
+        assert len(plan) > len(unblocked)
     for rank, events in enumerate(got):
         want = [(e.op, e.label, e.axis, int(e.sent[rank]), int(e.recv[rank]),
                  int(e.messages[rank])) for _, _, e in plan]
