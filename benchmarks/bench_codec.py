@@ -64,6 +64,7 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--pack-axis", default="feature", choices=("feature", "node"))
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
 
@@ -89,9 +90,10 @@ def main(argv=None):
     load = os.getloadavg()
     rows = []
     for bits in (8, 4, 2):
-        gr, gl = _quant.segment_groups([n], bits)
+        axis = args.pack_axis
+        gr, gl, go = _quant.segment_groups([n], bits, F, axis)
         lo, sc = np.empty(n, np.float32), np.empty(n, np.float32)
-        codes = np.empty(gr.size * F, np.uint8)
+        codes = np.empty(int(_quant.code_bytes([n], bits, F, axis).sum()), np.uint8)
         bad = np.empty(gr.size, np.int64)
         out = np.empty((n, F), np.float32)
         for rounding in ("nearest", "stochastic"):
@@ -101,17 +103,18 @@ def main(argv=None):
             moved = x.nbytes + codes.nbytes + lo.nbytes + sc.nbytes
             res = {}
             res["kernel_encode"] = timed(lambda: Q.encode_rows(
-                x, xb, ks, km, ke, gr, gl, bits, st, np.uint64(7), keys, True, lo, sc, codes,
-                bad), reps)
-            res["kernel_decode"] = timed(lambda: Q.decode_rows(codes, lo, sc, gr, gl, bits, out),
-                                         reps)
-            c_api, p_api = be.quantize_rows(x, [n], bits, rounding, "bf16", 7, keys)
+                x, xb, ks, km, ke, gr, gl, go, bits, axis == "feature", st, np.uint64(7), keys,
+                True, lo, sc, codes, bad), reps)
+            res["kernel_decode"] = timed(lambda: Q.decode_rows(
+                codes, lo, sc, gr, gl, go, bits, axis == "feature", out), reps)
+            c_api, p_api = be.quantize_rows(x, [n], bits, rounding, "bf16", 7, keys, axis)
             res["api_encode"] = timed(lambda: be.quantize_rows(x, [n], bits, rounding, "bf16", 7,
-                                                               keys), reps)
-            res["api_decode"] = timed(lambda: be.dequantize_rows(c_api, p_api, [n], bits, F),
-                                      reps)
+                                                               keys, axis), reps)
+            res["api_decode"] = timed(lambda: be.dequantize_rows(c_api, p_api, [n], bits, F,
+                                                                 np.float32, axis), reps)
             tri = rate(triad_bytes, t_cpu)
-            row = dict(kind="codec", bits=bits, rounding=rounding, rows=n, width=F, threads=1,
+            row = dict(kind="codec", bits=bits, rounding=rounding, pack_axis=axis, rows=n,
+                       width=F, threads=1,
                        reps=reps, timer="thread_time", loadavg=load,
                        triad_gbs=tri, triad_wall_gbs=rate(triad_bytes, t_wall),
                        command="python benchmarks/bench_codec.py " + " ".join(argv or sys.argv[1:]))

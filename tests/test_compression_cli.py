@@ -42,8 +42,8 @@ def test_bytes_by_label(runs):
     hyb = exchange(runs["hybrid", "none"])
     assert hyb <= min(exchange(runs["pre", "none"]), exchange(runs["post", "none"]))
     # Codes alone are 16x smaller than fp32 rows, less the padding of each peer
-    # segment to a multiple of 4 rows (the exact formula, parameters included,
-    # is tested in tests/unit/test_quant_codec.py).
+    # segment to a whole byte (the exact formula, parameters included, is
+    # tested in tests/unit/test_quant_codec.py).
     data = runs["hybrid", "int2"]["bytes_per_epoch_by_label"]["spmm-1d-hybrid:exchange:data"]
     assert 14 < exchange(runs["hybrid", "none"]) / data <= 16
     q = runs["hybrid", "int2"]

@@ -1,8 +1,9 @@
 // The message codec (paper 004 §2.6), bit-identical to kernels/numba/quant.py:
 // per-row Z = min, S = (max - Z) / (2^b - 1) (1 for a constant row, bf16-rounded
 // first when asked), v = (x - Z) * (1/S) in float32, codes rint(v) (nearest) or
-// floor(v) + [u < v - floor(v)] (stochastic) clipped to [0, 2^b - 1], 8/b rows
-// of a packing group per byte (first row in the high bits); decode q * S + Z.
+// floor(v) + [u < v - floor(v)] (stochastic) clipped to [0, 2^b - 1], 8/b codes
+// per byte (the first in the high bits): row-major within a peer segment (feature
+// axis, ceil(n_p*F*b/8) bytes) or 8/b rows per column (node axis); decode q * S + Z.
 //
 // Bit-identical means: the range is found on the float bits as integers (the
 // same order-preserving key as the CPU, so -0.0 vs +0.0 ties resolve alike);
@@ -116,65 +117,102 @@ __device__ __forceinline__ void quant_params(const T* x, long long n, long long 
     }
 }
 
-// Thread per code byte (group g, column c), grid-stride.
+// The code of element (i, c): rint(v) or floor(v) + [u < v - floor(v)], clamped.
+template <typename T>
+__device__ __forceinline__ unsigned qc_code(const T* x, const float* lo, const float* scale,
+                                            long long i, long long c, long long F, float fq,
+                                            int stochastic, unsigned long long W,
+                                            unsigned long long base, const long long* row_keys) {
+    const float v = qc_mul(qc_sub((float)x[i * F + c], lo[i]), qc_rcp(scale[i]));
+    float q;
+    if (stochastic) {
+        const float fl = floorf(v);
+        const unsigned long long d = spgnn_mix64(
+            (((unsigned long long)row_keys[i] * W + (unsigned long long)(c >> 2)) ^ base)
+            + SPGNN_GOLDEN);
+        const unsigned k16 = (unsigned)((d >> (16 * (c & 3))) & 0xFFFFull);
+        const float u = qc_add(qc_mul((float)k16, 1.0f / 65536.0f), 0.5f / 65536.0f);
+        q = u < qc_sub(v, fl) ? qc_add(fl, 1.0f) : fl;
+    } else {
+        q = rintf(v);
+    }
+    q = q > 0.0f ? q : 0.0f;
+    q = q < fq ? q : fq;
+    return (unsigned)(int)q;
+}
+
+// Thread per code byte slot (group g, byte m < F), grid-stride; a group's bytes start at
+// group_off[g].  Feature axis (feature != 0): byte m holds the group's row-major elements
+// m*per .. m*per + per - 1 (a short group uses ceil(nr*F/per) of its F slots); node axis:
+// byte m holds column m of the group's rows.
 template <typename T>
 __device__ __forceinline__ void quant_pack(const T* x, const float* lo, const float* scale,
                                            const long long* group_row,
-                                           const long long* group_len, long long G, long long F,
-                                           int bits, int stochastic, unsigned long long base,
-                                           const long long* row_keys, unsigned char* codes) {
+                                           const long long* group_len,
+                                           const long long* group_off, long long G, long long F,
+                                           int bits, int feature, int stochastic,
+                                           unsigned long long base, const long long* row_keys,
+                                           unsigned char* codes) {
     const int per = 8 / bits;
     const float fq = (float)((1 << bits) - 1);
     const unsigned long long W = (unsigned long long)((F + 3) / 4);
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < G * F; t += step) {
         const long long g = t / F;
-        const long long c = t - g * F;
+        const long long m = t - g * F;
         const long long r0 = group_row[g];
         const long long nr = group_len[g];
         unsigned acc = 0;
-        for (long long k = 0; k < nr; ++k) {
-            const long long i = r0 + k;
-            const float v = qc_mul(qc_sub((float)x[i * F + c], lo[i]), qc_rcp(scale[i]));
-            float q;
-            if (stochastic) {
-                const float fl = floorf(v);
-                const unsigned long long d = spgnn_mix64(
-                    (((unsigned long long)row_keys[i] * W + (unsigned long long)(c >> 2)) ^ base)
-                    + SPGNN_GOLDEN);
-                const unsigned k16 = (unsigned)((d >> (16 * (c & 3))) & 0xFFFFull);
-                const float u = qc_add(qc_mul((float)k16, 1.0f / 65536.0f), 0.5f / 65536.0f);
-                q = u < qc_sub(v, fl) ? qc_add(fl, 1.0f) : fl;
-            } else {
-                q = rintf(v);
+        if (feature) {
+            if (m * per >= nr * F) continue;                 // past a short group's bytes
+            for (int s = 0; s < per; ++s) {
+                const long long j = m * per + s;
+                const long long k = j / F;
+                if (k >= nr) break;                          // the segment's last byte
+                acc |= qc_code(x, lo, scale, r0 + k, j - k * F, F, fq, stochastic, W, base,
+                               row_keys) << ((per - 1 - s) * bits);
             }
-            q = q > 0.0f ? q : 0.0f;
-            q = q < fq ? q : fq;
-            acc |= ((unsigned)(int)q) << ((per - 1 - (int)k) * bits);
+        } else {
+            for (long long k = 0; k < nr; ++k)
+                acc |= qc_code(x, lo, scale, r0 + k, m, F, fq, stochastic, W, base, row_keys)
+                       << ((per - 1 - (int)k) * bits);
         }
-        codes[t] = (unsigned char)acc;
+        codes[group_off[g] + m] = (unsigned char)acc;
     }
 }
 
-// Thread per code byte: out[i, c] = q * S + Z (float32 multiply, then add).
+// Thread per code byte slot, as quant_pack: out[i, c] = q * S + Z (float32 multiply, then add).
 template <typename T>
 __device__ __forceinline__ void quant_unpack(const unsigned char* codes, const float* lo,
                                              const float* scale, const long long* group_row,
-                                             const long long* group_len, long long G,
-                                             long long F, int bits, T* out) {
+                                             const long long* group_len,
+                                             const long long* group_off, long long G,
+                                             long long F, int bits, int feature, T* out) {
     const int per = 8 / bits;
     const unsigned mask = (1u << bits) - 1u;
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < G * F; t += step) {
         const long long g = t / F;
-        const long long c = t - g * F;
+        const long long m = t - g * F;
         const long long r0 = group_row[g];
         const long long nr = group_len[g];
-        const unsigned b = codes[t];
-        for (long long k = 0; k < nr; ++k) {
-            const long long i = r0 + k;
-            const unsigned q = (b >> ((per - 1 - (int)k) * bits)) & mask;
-            out[i * F + c] = (T)qc_add(qc_mul((float)q, scale[i]), lo[i]);
+        if (feature && m * per >= nr * F) continue;
+        const unsigned b = codes[group_off[g] + m];
+        if (feature) {
+            for (int s = 0; s < per; ++s) {
+                const long long j = m * per + s;
+                const long long k = j / F;
+                if (k >= nr) break;
+                const long long i = r0 + k;
+                const unsigned q = (b >> ((per - 1 - s) * bits)) & mask;
+                out[i * F + (j - k * F)] = (T)qc_add(qc_mul((float)q, scale[i]), lo[i]);
+            }
+        } else {
+            for (long long k = 0; k < nr; ++k) {
+                const long long i = r0 + k;
+                const unsigned q = (b >> ((per - 1 - (int)k) * bits)) & mask;
+                out[i * F + m] = (T)qc_add(qc_mul((float)q, scale[i]), lo[i]);
+            }
         }
     }
 }

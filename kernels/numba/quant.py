@@ -1,14 +1,22 @@
-"""Per-row min/max integer quantization of message rows, packed along the node axis.
+"""Per-row min/max integer quantization of message rows, packed along the feature or node axis.
 
 SuperGCN's wire format (paper 004 §2.6): each row ``x`` of a message block
 gets ``Z = min(x)`` and ``S = (max(x) - Z) / (2^b - 1)`` (``S = 1`` for a
 constant row); with ``v = (x - Z) · (1/S)`` (float32) its codes are
 ``q = clip(rint(v), 0, 2^b - 1)`` (nearest) or, stochastic and unbiased,
 ``q = clip(floor(v) + [u < v - floor(v)], 0, 2^b - 1)`` with ``u`` the
-element's keyed counter-based uniform (below).  ``8 / b`` consecutive rows
-of one peer segment share a byte per column (row ``k`` of the group in bits
-``(per - 1 - k) * b``, the most significant first), so segment ``p`` with
-``n_p`` rows takes ``ceil(n_p / per) * F`` bytes and decodes on its own.
+element's keyed counter-based uniform (below).  ``8 / b`` codes share a
+byte, the first in the most significant bits (shift ``(per - 1 - k) * b``):
+
+* **feature axis** (the default): the codes of a peer segment in row-major
+  order, ``8 / b`` consecutive elements per byte, so segment ``p`` with
+  ``n_p`` rows takes exactly ``ceil(n_p · F · b / 8)`` bytes (the segment,
+  not each row, is padded to a whole byte);
+* **node axis** (the authors' layout): ``8 / b`` consecutive rows of one
+  segment share a byte per column, so segment ``p`` takes
+  ``ceil(n_p / per) * F`` bytes (padded to whole groups of rows).
+
+Either way a segment decodes on its own.
 
 **The draws.** One SplitMix64 draw serves four consecutive columns of a
 row: with ``W = ceil(F / 4)`` and ``key`` the row's key (the global id of
@@ -32,15 +40,21 @@ for float64) orders like the floats, and the largest ``s & exponent_mask``
 equals the mask exactly when a NaN or infinity is present, so one
 vectorised integer min/max pass finds the range and any non-finite entry
 (float comparisons with NaN semantics do not vectorise).  A row's draws are
-made for a whole block of groups first (one vectorised loop per row) into a
-scratch buffer read back as uint16 (reading 16-bit lanes right after the
-64-bit stores would stall store-to-load forwarding).
+made by one vectorised loop into a ``ceil(F/4)``-word scratch right before
+the row is quantized, which reads them back as uint16 lanes (with vector
+loads this does not stall; drawing a whole block of rows first, as an
+earlier version did, streamed the draws through a larger buffer and was
+15-25 % slower).
 
 A *group* is ``per`` consecutive rows of one segment (the last one of a
 segment may be short); ``group_row[g]`` is its first row, ``group_len[g]``
-its row count, and its bytes start at ``g * F`` (groups are numbered
-segment by segment, so the padding is implicit).  The parallel loops run
-over blocks of groups.
+its row count and ``group_off[g]`` its first code byte.  A whole group
+takes ``F`` bytes in both layouts (so group boundaries are byte
+boundaries and groups pack independently); a short last group takes
+``ceil(len · F / per)`` (feature) or ``F`` (node) bytes.  The codes of a
+group are computed into a one-byte-per-element scratch first and packed
+from there with whole-word loads.  The parallel loops run over blocks of
+groups.
 
 With ``bf16`` the parameters are rounded to bfloat16 (nearest even) *before*
 quantizing, so sender and receiver use the same ``Z`` and ``S``.
@@ -79,9 +93,50 @@ def _bf16(x, tmp, bits):
     return tmp[0]
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _pack(qs, q16, q32, cg, nb, F, per, feature):
+    """Pack the group's codes ``qs`` (``per`` rows of ``F``, rows past the group zero) into ``cg``.
+
+    Feature axis: byte ``m`` holds elements ``m·per .. m·per + per - 1`` of the
+    group's row-major codes, the first in the high bits; the loads are whole
+    16/32-bit words (``q16``/``q32`` alias ``qs``, little-endian: element
+    ``m·per`` is the low byte), so the loops vectorise.  Node axis: byte ``c``
+    holds column ``c`` of the ``per`` rows, row 0 in the high bits.
+    """
+    if per == 1:
+        for m in range(nb):
+            cg[m] = qs[m]
+    elif per == 2:
+        if feature:
+            for m in range(nb):
+                w = q16[m]
+                # (e0 << 4) | e1 with e0 the low byte, e1 the high byte (codes <= 15)
+                cg[m] = np.uint8(np.bitwise_or(np.left_shift(w, np.uint16(4)),
+                                               np.right_shift(w, np.uint16(8))) & np.uint16(0xFF))
+        else:
+            for c in range(F):
+                cg[c] = np.uint8(np.bitwise_or(np.left_shift(qs[c], np.uint8(4)), qs[F + c]))
+    else:
+        if feature:
+            for m in range(nb):
+                w = q32[m]
+                # e0..e3 (codes <= 3) at bits 0, 8, 16, 24 -> (e0<<6)|(e1<<4)|(e2<<2)|e3
+                t = np.bitwise_or(np.bitwise_or(np.left_shift(w, np.uint32(6)),
+                                                np.right_shift(w, np.uint32(4))),
+                                  np.bitwise_or(np.right_shift(w, np.uint32(14)),
+                                                np.right_shift(w, np.uint32(24))))
+                cg[m] = np.uint8(t & np.uint32(0xFF))
+        else:
+            for c in range(F):
+                cg[c] = np.uint8(np.bitwise_or(
+                    np.bitwise_or(np.left_shift(qs[c], np.uint8(6)),
+                                  np.left_shift(qs[F + c], np.uint8(4))),
+                    np.bitwise_or(np.left_shift(qs[2 * F + c], np.uint8(2)), qs[3 * F + c])))
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
-def encode_rows(x, xb, kshift, kmask, kexp, group_row, group_len, bits, stochastic, base,
-                row_keys, bf16, out_lo, out_scale, out_codes, out_bad):
+def encode_rows(x, xb, kshift, kmask, kexp, group_row, group_len, group_off, bits, feature,
+                stochastic, base, row_keys, bf16, out_lo, out_scale, out_codes, out_bad):
     """Quantize and pack the rows of ``x``; see the module docstring.
 
     Parameters
@@ -89,14 +144,16 @@ def encode_rows(x, xb, kshift, kmask, kexp, group_row, group_len, bits, stochast
     x : float32 or float64 array ``(n, F)``, C-contiguous
     xb : ``x`` viewed as int32 / int64 (same shape)
     kshift, kmask, kexp : :func:`draw_key` of ``x.dtype`` (typed like ``xb``)
-    group_row, group_len : int64 arrays ``(G,)``
+    group_row, group_len, group_off : int64 arrays ``(G,)``: first row, row
+        count and first code byte of every group
     bits : 8, 4 or 2
+    feature : bool, feature-axis (row-major) packing; else node-axis
     stochastic : bool
     base : uint64, the key of the stochastic draws
     row_keys : int64 array ``(n,)``, the rows' draw keys (module docstring)
     bf16 : bool, round the parameters to bfloat16
     out_lo, out_scale : float32 arrays ``(n,)``, overwritten
-    out_codes : uint8 array ``(G * F,)``, overwritten
+    out_codes : uint8 array (all the groups' bytes), overwritten
     out_bad : int64 array ``(G,)``: 1 where a group holds a NaN or infinity
     """
     F = x.shape[1]
@@ -112,20 +169,15 @@ def encode_rows(x, xb, kshift, kmask, kexp, group_row, group_len, bits, stochast
         tb = tmp.view(np.uint32)
         kv = np.empty(2, dtype=xb.dtype)
         kf = kv.view(x.dtype)
+        # The group's codes, one byte each, before packing (rows past the group stay 0).
+        qs = np.zeros(per * F, dtype=np.uint8)
+        q16 = qs[:(per * F) // 2 * 2].view(np.uint16)
+        q32 = qs[:(per * F) // 4 * 4].view(np.uint32)
+        # One row's draws, made right before the row is quantized (they stay in L1).
+        rowd = np.empty(W if stochastic else 0, dtype=np.uint64)
+        r16 = rowd.view(np.uint16)
         g0 = blk * GROUPS_PER_BLOCK
         g1 = min(G, g0 + GROUPS_PER_BLOCK)
-        R0 = group_row[g0] if g0 < g1 else 0
-        R1 = group_row[g1 - 1] + group_len[g1 - 1] if g0 < g1 else 0
-        # The block's draws first, in one go: reading them back as uint16 right
-        # after a row's 64-bit stores would stall store-to-load forwarding.
-        draws = np.empty((R1 - R0) * W if stochastic else 0, dtype=np.uint64)
-        d16 = draws.view(np.uint16)
-        if stochastic:
-            for i in range(R0, R1):
-                c0 = np.uint64(row_keys[i]) * nW
-                dr = draws[(i - R0) * W:(i - R0 + 1) * W]
-                for w in range(W):
-                    dr[w] = mix64(((c0 + np.uint64(w)) ^ base) + GOLDEN)
         for g in range(g0, g1):
             r0 = group_row[g]
             nr = group_len[g]
@@ -165,39 +217,43 @@ def encode_rows(x, xb, kshift, kmask, kexp, group_row, group_len, bits, stochast
                 out_lo[i] = z32
                 out_scale[i] = s32
             out_bad[g] = bad
-            # A slice, not g * F + c: a loop-variant index that may be negative
-            # (numba's wraparound) does not vectorise.
-            cg = out_codes[g * F:(g + 1) * F]
-            for c in range(F):
-                cg[c] = 0
-            # Row by row, x's row and the group's F bytes contiguous: the
-            # loops vectorise; float32 arithmetic loses nothing at <= 8 bits.
+            # Row by row, x's row and its F codes contiguous: the loops
+            # vectorise; float32 arithmetic loses nothing at <= 8 bits.
             for k in range(nr):
                 i = r0 + k
                 xi = x[i]
+                qk = qs[k * F:(k + 1) * F]
                 z = out_lo[i]
                 inv = np.float32(1.0) / out_scale[i]
-                sh = np.int32((per - 1 - k) * bits)
                 if stochastic:
-                    ui = d16[(i - R0) * 4 * W:(i - R0 + 1) * 4 * W]
+                    c0 = np.uint64(row_keys[i]) * nW
+                    for w in range(W):
+                        rowd[w] = mix64(((c0 + np.uint64(w)) ^ base) + GOLDEN)
                     for c in range(F):
                         v = (np.float32(xi[c]) - z) * inv
                         fl = np.floor(v)
-                        u = np.float32(ui[c]) * U16 + H17
+                        u = np.float32(r16[c]) * U16 + H17
                         q = fl + np.float32(1.0) if u < v - fl else fl
                         # Clamp: fp error can give qmax + 1 (or -1 with rounded
-                        # params), which would spill into the next row's bits.
+                        # params), which would spill into the neighbour's bits.
                         q = min(max(q, fzero), fq)
-                        cg[c] = np.bitwise_or(cg[c], np.uint8(np.left_shift(np.int32(q), sh)))
+                        qk[c] = np.uint8(np.int32(q))
                 else:
                     for c in range(F):
                         v = (np.float32(xi[c]) - z) * inv
                         q = min(max(np.rint(v), fzero), fq)
-                        cg[c] = np.bitwise_or(cg[c], np.uint8(np.left_shift(np.int32(q), sh)))
+                        qk[c] = np.uint8(np.int32(q))
+            if nr < per:
+                qs[nr * F:] = 0
+            nb = (nr * F + per - 1) // per if feature else F
+            # A slice, not off + c: a loop-variant index that may be negative
+            # (numba's wraparound) does not vectorise.
+            off = group_off[g]
+            _pack(qs, q16, q32, out_codes[off:off + nb], nb, F, per, feature)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def decode_rows(codes, lo, scale, group_row, group_len, bits, out):
+def decode_rows(codes, lo, scale, group_row, group_len, group_off, bits, feature, out):
     """``out[i, c] = q(i, c) * scale[i] + lo[i]`` (float32, no fused multiply-add).
 
     The inverse of :func:`encode_rows`; ``out`` is a float array ``(n, F)``,
@@ -209,16 +265,51 @@ def decode_rows(codes, lo, scale, group_row, group_len, bits, out):
     mask = np.uint8((1 << bits) - 1)
     nblk = (G + GROUPS_PER_BLOCK - 1) // GROUPS_PER_BLOCK
     for blk in numba.prange(nblk):
+        qs = np.zeros(per * F, dtype=np.uint8)
+        q16 = qs[:(per * F) // 2 * 2].view(np.uint16)
+        q32 = qs[:(per * F) // 4 * 4].view(np.uint32)
         for g in range(blk * GROUPS_PER_BLOCK, min(G, (blk + 1) * GROUPS_PER_BLOCK)):
             r0 = group_row[g]
             nr = group_len[g]
-            cg = codes[g * F:(g + 1) * F]
-            for k in range(nr):
-                i = r0 + k
-                oi = out[i]
-                z = lo[i]
-                s = scale[i]
-                sh = np.uint8((per - 1 - k) * bits)
-                for c in range(F):
-                    q = np.bitwise_and(np.right_shift(cg[c], sh), mask)
-                    oi[c] = np.float32(q) * s + z
+            off = group_off[g]
+            if feature:
+                # Unpack to one byte per element (whole words, see _pack), then scale.
+                nb = (nr * F + per - 1) // per
+                cg = codes[off:off + nb]
+                if per == 1:
+                    for m in range(nb):
+                        qs[m] = cg[m]
+                elif per == 2:
+                    for m in range(nb):
+                        b = np.uint16(cg[m])
+                        q16[m] = np.bitwise_or(np.right_shift(b, np.uint16(4)),
+                                               np.left_shift(b & np.uint16(15), np.uint16(8)))
+                else:
+                    for m in range(nb):
+                        b = np.uint32(cg[m])
+                        q32[m] = np.bitwise_or(
+                            np.bitwise_or(np.right_shift(b, np.uint32(6)),
+                                          np.left_shift(np.right_shift(b, np.uint32(4)) &
+                                                        np.uint32(3), np.uint32(8))),
+                            np.bitwise_or(np.left_shift(np.right_shift(b, np.uint32(2)) &
+                                                        np.uint32(3), np.uint32(16)),
+                                          np.left_shift(b & np.uint32(3), np.uint32(24))))
+                for k in range(nr):
+                    i = r0 + k
+                    oi = out[i]
+                    qk = qs[k * F:(k + 1) * F]
+                    z = lo[i]
+                    s = scale[i]
+                    for c in range(F):
+                        oi[c] = np.float32(qk[c]) * s + z
+            else:
+                cg = codes[off:off + F]
+                for k in range(nr):
+                    i = r0 + k
+                    oi = out[i]
+                    z = lo[i]
+                    s = scale[i]
+                    sh = np.uint8((per - 1 - k) * bits)
+                    for c in range(F):
+                        q = np.bitwise_and(np.right_shift(cg[c], sh), mask)
+                        oi[c] = np.float32(q) * s + z

@@ -271,8 +271,9 @@ class Backend(ABC):
         """Counter-based inverted dropout of a CSR block's stored entries: new ``data``. Local."""
 
     # -- message codec (paper 004 §2.6; host buffers, see spgnn/backends/_quant.py)
-    def quantize_rows(self, x, seg_counts, bits, rounding, param_dtype, base, row_keys):
-        """``(codes, params)``: per-row min/max ``bits``-bit codes, node-axis packed. Local.
+    def quantize_rows(self, x, seg_counts, bits, rounding, param_dtype, base, row_keys,
+                      pack_axis="feature"):
+        """``(codes, params)``: per-row min/max ``bits``-bit codes, packed along ``pack_axis``. Local.
 
         Runs on host arrays (the codec sits next to the alltoallv); a device
         backend inherits it.  Raises DTypeError on a NaN or infinite row.
@@ -280,13 +281,14 @@ class Backend(ABC):
         from . import _quant
 
         return _quant.encode(self.to_host(x), seg_counts, bits, rounding, param_dtype, base,
-                             row_keys)
+                             row_keys, pack_axis)
 
-    def dequantize_rows(self, codes, params, seg_counts, bits, width, dtype=np.float32):
+    def dequantize_rows(self, codes, params, seg_counts, bits, width, dtype=np.float32,
+                        pack_axis="feature"):
         """The rows :meth:`quantize_rows` coded, as a host array. Local."""
         from . import _quant
 
-        return _quant.decode(codes, params, seg_counts, bits, width, dtype)
+        return _quant.decode(codes, params, seg_counts, bits, width, dtype, pack_axis)
 
     # -- historical embedding cache (spgnn.gnn.hec; kernels/numba/hec.py) --------
     # Not abstract: the numpy versions below are the reference; the numba

@@ -647,7 +647,8 @@ class CupyBackend(Backend):
         """``arr`` on the host when ``like`` is a host (numpy) array, else as is."""
         return self.to_host(arr) if isinstance(like, np.ndarray) else arr
 
-    def quantize_rows(self, x, seg_counts, bits, rounding, param_dtype, base, row_keys):
+    def quantize_rows(self, x, seg_counts, bits, rounding, param_dtype, base, row_keys,
+                      pack_axis="feature"):
         """``(codes, params)`` on the device, bit-identical to the Numba codec. Local.
 
         The outputs live where ``x`` lives: a host ``x`` (what the codec's
@@ -658,14 +659,14 @@ class CupyBackend(Backend):
         from ..errors import DTypeError
 
         xp = self._xp
-        bits = _quant.check_codec(bits, rounding, param_dtype)
+        bits = _quant.check_codec(bits, rounding, param_dtype, pack_axis)
         xd = xp.ascontiguousarray(xp.asarray(x))
         if xd.dtype not in (np.float32, np.float64):
             xd = xd.astype(np.float64)
         if xd.ndim != 2:
             xd = xd.reshape(xd.shape[0], int(np.prod(xd.shape[1:], dtype=np.int64)))
         n, width = xd.shape
-        gr, gl = _quant.segment_groups(seg_counts, bits)
+        gr, gl, go = _quant.segment_groups(seg_counts, bits, width, pack_axis)
         if int(np.sum(seg_counts)) != n:
             raise ValueError(f"quantize: segment counts sum to {int(np.sum(seg_counts))}, but x "
                              f"has {n} rows")
@@ -676,7 +677,8 @@ class CupyBackend(Backend):
         lo = xp.empty(n, dtype=np.float32)
         scale = xp.empty(n, dtype=np.float32)
         bad = xp.zeros(n, dtype=np.int32)
-        codes = xp.empty(gr.size * width, dtype=np.uint8)
+        codes = xp.empty(int(_quant.code_bytes(seg_counts, bits, width, pack_axis).sum()),
+                         dtype=np.uint8)
         v = _val(xd.dtype)
         if n:
             self.launch("quant.cu", f"quant_params_{v}", (max(1, min(65535, -(-n // self.warps))),),
@@ -689,11 +691,12 @@ class CupyBackend(Backend):
                                  f"hold a NaN or an infinity; a row's range (its quantization "
                                  f"scale) must be finite")
         if codes.size:
-            g_, b_ = self._ew_grid(codes.size)
+            g_, b_ = self._ew_grid(gr.size * width)      # a thread per byte slot of each group
             self.launch("quant.cu", f"quant_pack_{v}", g_, b_,
                         (xd, lo, scale, self.from_host(gr), self.from_host(gl),
-                         np.int64(gr.size), np.int64(width), np.int32(bits),
-                         np.int32(rounding == "stochastic"), np.uint64(base),
+                         self.from_host(go), np.int64(gr.size), np.int64(width), np.int32(bits),
+                         np.int32(pack_axis == "feature"), np.int32(rounding == "stochastic"),
+                         np.uint64(base),
                          self.from_host(keys), codes))
         if param_dtype == "bf16":
             params = xp.stack([lo.view(np.uint32) >> 16, scale.view(np.uint32) >> 16],
@@ -702,7 +705,8 @@ class CupyBackend(Backend):
             params = xp.stack([lo, scale], axis=1)
         return self._as_host(x, codes), self._as_host(x, params)
 
-    def dequantize_rows(self, codes, params, seg_counts, bits, width, dtype=np.float32):
+    def dequantize_rows(self, codes, params, seg_counts, bits, width, dtype=np.float32,
+                        pack_axis="feature"):
         """The rows :meth:`quantize_rows` coded, decoded on the device. Local.
 
         The output lives where ``codes`` lives (host codes from the wire give
@@ -712,11 +716,12 @@ class CupyBackend(Backend):
 
         xp = self._xp
         bits = int(bits)
-        gr, gl = _quant.segment_groups(seg_counts, bits)
+        _quant.check_codec(bits, _quant.ROUNDINGS[0], _quant.PARAM_DTYPES[0], pack_axis)
         n, width = int(np.sum(seg_counts)), int(width)
-        if codes.size != gr.size * width:
-            raise ValueError(f"dequantize: expected {gr.size * width} code bytes, got "
-                             f"{codes.size}")
+        gr, gl, go = _quant.segment_groups(seg_counts, bits, width, pack_axis)
+        want = int(_quant.code_bytes(seg_counts, bits, width, pack_axis).sum())
+        if codes.size != want:
+            raise ValueError(f"dequantize: expected {want} code bytes, got {codes.size}")
         p = xp.asarray(params).reshape(-1, 2)
         if p.dtype == np.uint16:
             f = (p.astype(np.uint32) << 16).view(np.float32)
@@ -726,10 +731,11 @@ class CupyBackend(Backend):
         dt = np.dtype(dtype)
         out = xp.empty((n, width), dtype=dt if dt in (np.float32, np.float64) else np.float64)
         if codes.size:
-            g_, b_ = self._ew_grid(codes.size)
+            g_, b_ = self._ew_grid(gr.size * width)
             self.launch("quant.cu", f"quant_unpack_{_val(out.dtype)}", g_, b_,
                         (xp.ascontiguousarray(xp.asarray(codes), dtype=np.uint8), lo, scale,
-                         self.from_host(gr), self.from_host(gl), np.int64(gr.size),
-                         np.int64(width), np.int32(bits), out))
+                         self.from_host(gr), self.from_host(gl), self.from_host(go),
+                         np.int64(gr.size), np.int64(width), np.int32(bits),
+                         np.int32(pack_axis == "feature"), out))
         out = out.astype(dt, copy=False)
         return self._as_host(codes, out)

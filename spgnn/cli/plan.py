@@ -47,6 +47,9 @@ def add_parser(sub):
     p.add_argument("--aggregation", default="",
                    help="for 1d-aware, also the message rows and fp32 bytes of these cut-edge "
                         "aggregations, e.g. post,pre,hybrid (docs/communication.md)")
+    p.add_argument("--quantize", default="none", choices=("none", "int8", "int4", "int2"),
+                   help="with --aggregation: also the bytes of the same exchanges as codes "
+                        "(feature-axis packing, bf16 parameters: data and parameters)")
     p.add_argument("--time", action="store_true",
                    help="predict a GCN epoch's time for every configuration (1d, 1d-aware, "
                         "15d/15d-aware x c, 3d x grid) per rank count, ranked, with the "
@@ -225,12 +228,15 @@ def plan_all(args):
 
 def _aggregation_rows(a, offsets, args):
     """``{mode: {"rows", "bytes"}}`` of one forward exchange (paper 004). Local."""
-    from spgnn.core.hybrid import predict_messages
+    from spgnn.core.hybrid import predict_bytes, predict_messages
 
     out = {}
     for mode in _parse_list(args.aggregation, "aggregation"):
         rows = int(predict_messages(a, offsets, mode).sum())
         out[mode] = {"rows": rows, "bytes": rows * args.feat * args.itemsize}
+        if getattr(args, "quantize", "none") != "none":
+            data, params = predict_bytes(a, offsets, mode, args.feat, args.quantize)
+            out[mode][args.quantize] = {"data": data, "params": params}
     return out
 
 
@@ -322,8 +328,10 @@ def _table(meta, rows):
                      f"{r['bytes_max_rank']:>13,d} {r['setup_bytes_total']:>13,d} "
                      f"{r['seconds_estimate']:>13.3e}")
         for mode, v in r.get("aggregation", {}).items():
+            coded = "".join(f" {k}: data={c['data']:,d} params={c['params']:,d}"
+                            for k, c in v.items() if isinstance(c, dict))
             lines.append(f"{'':>6}   {mode + ' aggregation':<18} rows={v['rows']:,d} "
-                         f"bytes={v['bytes']:,d}")
+                         f"bytes={v['bytes']:,d}{coded}")
         for c in r["collectives"]:
             if c["phase"] == "spmm":
                 calls = f" x{c['calls']}" if c["calls"] > 1 else ""

@@ -7,12 +7,16 @@ calls on a :class:`~spgnn.comm.Communicator`: first the per-row parameters
 (``<label>:data``), so the ledger holds the bytes that actually moved,
 data and parameters apart:
 
-* data to peer ``p``: ``ceil(n_p·b/8)·F`` bytes (node-axis packing, each
-  peer segment padded to ``8/b`` rows);
+* data to peer ``p``: ``ceil(n_p·F·b/8)`` bytes (feature-axis packing, the
+  default: a segment's codes row-major, padded to a whole byte), or
+  ``ceil(n_p·b/8)·F`` (``pack_axis="node"``, the authors' layout: each peer
+  segment padded to a multiple of ``8/b`` rows);
 * parameters: ``4·n_p`` (bf16) or ``8·n_p`` (fp32) bytes.
 
 With int2 and bf16 parameters the reduction against fp32 rows is
-``4·n·F / (n·F/4 + 4·n) = 16F/(F+16)`` once ``n_p`` is a multiple of 4.
+``4·n·F / (n·F/4 + 4·n) = 16F/(F+16)`` whenever ``n_p·F`` is a multiple of
+4 (any even ``F`` with even ``n_p``, any ``F`` that is a multiple of 4);
+node-axis packing reaches it only when every ``n_p`` is a multiple of 4.
 
 Stochastic rounding draws one keyed counter-based 16-bit uniform per
 element, four from each SplitMix64 draw of counter ``row_key·ceil(F/4) +
@@ -31,7 +35,8 @@ from ..counter_rng import mix64
 __all__ = ["Codec", "make_codec", "wire_bytes"]
 
 
-def wire_bytes(seg_counts, width, bits=None, param_dtype="bf16", itemsize=4):
+def wire_bytes(seg_counts, width, bits=None, param_dtype="bf16", itemsize=4,
+               pack_axis="feature"):
     """``(data, params)`` bytes to every peer: the wire-format formula. Pure.
 
     ``bits=None`` is an uncoded exchange: ``itemsize·n_p·F`` data bytes,
@@ -40,7 +45,8 @@ def wire_bytes(seg_counts, width, bits=None, param_dtype="bf16", itemsize=4):
     n = np.asarray(seg_counts, dtype=np.int64)
     if bits is None:
         return n * int(width) * int(itemsize), np.zeros_like(n)
-    return _quant.code_bytes(n, bits, width), n * (4 if param_dtype == "bf16" else 8)
+    return (_quant.code_bytes(n, bits, width, pack_axis),
+            n * (4 if param_dtype == "bf16" else 8))
 
 
 class Codec:
@@ -57,17 +63,24 @@ class Codec:
         rounded before quantizing, so both sides use the same values.
     seed : int
         Key of the stochastic draws.
+    pack_axis : {"feature", "node"}
+        How ``8/b`` codes share a byte: row-major within a peer segment
+        (``ceil(n_p·F·b/8)`` bytes, the default) or ``8/b`` rows per column
+        (``ceil(n_p·b/8)·F``, the authors' layout; kept for comparison).
     """
 
-    def __init__(self, bits, rounding="stochastic", param_dtype="bf16", seed=0):
-        self.bits = _quant.check_codec(bits, rounding, param_dtype)
+    def __init__(self, bits, rounding="stochastic", param_dtype="bf16", seed=0,
+                 pack_axis="feature"):
+        self.bits = _quant.check_codec(bits, rounding, param_dtype, pack_axis)
         self.rounding, self.param_dtype, self.seed = rounding, param_dtype, int(seed)
+        self.pack_axis = pack_axis
         self.key = 0
         self.calls = 0
 
     def __repr__(self):
         return (f"Codec(int{self.bits}, rounding={self.rounding!r}, "
-                f"param_dtype={self.param_dtype!r}, seed={self.seed})")
+                f"param_dtype={self.param_dtype!r}, seed={self.seed}, "
+                f"pack_axis={self.pack_axis!r})")
 
     def rekey(self, key):
         """Start a new stream of draws (e.g. per epoch): ``key`` and a zero call counter. Local."""
@@ -83,7 +96,7 @@ class Codec:
     def encode(self, backend, x, seg_counts, row_keys):
         """``(codes, params)`` of ``x`` (one draw key per call). Local."""
         return backend.quantize_rows(x, seg_counts, self.bits, self.rounding, self.param_dtype,
-                                     self._base(), row_keys)
+                                     self._base(), row_keys, self.pack_axis)
 
     def alltoallv(self, comm, backend, x, send_counts, recv_counts, row_keys, *, label,
                   dtype=None, split=False):
@@ -100,15 +113,16 @@ class Codec:
         recv_counts = np.asarray(recv_counts, dtype=np.int64)
         got_p = comm.alltoallv(params, send_counts, recv_counts, label=f"{label}:params",
                                split=split)
-        got_c = comm.alltoallv(codes, _quant.code_bytes(send_counts, self.bits, width),
-                               _quant.code_bytes(recv_counts, self.bits, width),
+        got_c = comm.alltoallv(codes,
+                               _quant.code_bytes(send_counts, self.bits, width, self.pack_axis),
+                               _quant.code_bytes(recv_counts, self.bits, width, self.pack_axis),
                                label=f"{label}:data", split=split)
         out = backend.dequantize_rows(got_c, got_p, recv_counts, self.bits, width,
-                                      dtype or x.dtype)
+                                      dtype or x.dtype, self.pack_axis)
         return out.reshape((out.shape[0],) + x.shape[1:])
 
 
-def make_codec(quantize, rounding="stochastic", param_dtype="bf16", seed=0):
+def make_codec(quantize, rounding="stochastic", param_dtype="bf16", seed=0, pack_axis="feature"):
     """A :class:`Codec` from a name ``"none" | "int8" | "int4" | "int2"`` (``None`` for none). Pure."""
     if quantize in (None, "none", "fp32"):
         return None
@@ -116,4 +130,4 @@ def make_codec(quantize, rounding="stochastic", param_dtype="bf16", seed=0):
     if quantize not in names:
         raise ValueError(f"quantize must be one of 'none', 'int8', 'int4', 'int2', but got "
                          f"{quantize!r}")
-    return Codec(names[quantize], rounding, param_dtype, seed)
+    return Codec(names[quantize], rounding, param_dtype, seed, pack_axis)

@@ -247,6 +247,25 @@ class HybridPlan(PeerCounts):
         return ext.reshape((ext.shape[0],) + x_local.shape[1:])
 
 
+def predict_bytes(adj, offsets, mode, width, quantize="none", param_dtype="bf16", itemsize=4,
+                  pack_axis="feature"):
+    """``(data, params)`` bytes of one exchange, summed over every ordered rank pair. Pure.
+
+    The wire formula (:func:`spgnn.core.codec.wire_bytes`) applied to the
+    message rows of :func:`predict_messages`: ``itemsize·n·F`` data and no
+    parameters uncoded, else the codec's code and parameter bytes per peer
+    segment; equal to the ledger's ``<label>:data`` and ``<label>:params``
+    (tests/unit/test_hybrid_exchange.py).  No communication.
+    """
+    from .codec import make_codec, wire_bytes
+
+    codec = make_codec(quantize, param_dtype=param_dtype, pack_axis=pack_axis)
+    counts = predict_messages(adj, offsets, mode).ravel()
+    data, params = wire_bytes(counts, width, None if codec is None else codec.bits,
+                              param_dtype, itemsize, pack_axis)
+    return int(data.sum()), int(params.sum())
+
+
 def predict_messages(adj, offsets, mode):
     """Message rows every ordered rank pair exchanges, without running anything. Pure.
 

@@ -8,7 +8,7 @@ from the wire-format formulas and an independent message count
 ``(D⁻¹A)ᵀ``): forward exchanges carry every convolution's *input* width,
 backward exchanges every convolution's but the first (whose input, the
 features, needs no gradient); uncoded rows are ``8·n·F`` bytes (float64), int-``b``
-codes ``ceil(n_p·b/8)·F`` per peer plus ``4·n_p`` bf16 parameter bytes.
+codes ``ceil(n_p·F·b/8)`` per peer (feature-axis packing) plus ``4·n_p`` bf16 parameter bytes.
 
 Run under MPI: ``mpiexec -n P python -m mpi4py tests/mpi/sage_full_checks.py``:
 with ``--quantize none`` the per-epoch losses of post, pre and hybrid
@@ -94,7 +94,7 @@ def expected_epoch_bytes(graph, p, aggregation, quantize, num_features):
         bits = {"int8": 8, "int4": 4, "int2": 2}[quantize]
         per = 8 // bits
         for msgs, f in widths:
-            add(f"spmm-1d-{aggregation}:exchange:data", int((-(-msgs // per)).sum()) * f)
+            add(f"spmm-1d-{aggregation}:exchange:data", int((-(-(msgs * f) // per)).sum()))
             add(f"spmm-1d-{aggregation}:exchange:params", 4 * int(msgs.sum()))
     if p > 1:
         w = sum(dims[k] * dims[k + 1] * 2 for k in range(LAYERS))

@@ -107,9 +107,55 @@ def test_plan_command_aggregation_rows():
     add_parser(sub)
     args = sub.choices["plan"].parse_args(
         ["--graph", "rmat:9:8", "--ranks", "3,8", "--algos", "1d-aware", "--aggregation",
-         "post,pre,hybrid", "--alpha", "1e-6", "--beta", "1e-9", "--feat", "16"])
+         "post,pre,hybrid", "--alpha", "1e-6", "--beta", "1e-9", "--feat", "16",
+         "--quantize", "int2"])
     _, rows, _ = plan_all(args)
     for r in rows:
         agg = r["aggregation"]
         assert agg["post"]["bytes"] == r["bytes_total"]
         assert agg["hybrid"]["rows"] <= agg["pre"]["rows"] == agg["post"]["rows"]
+        for v in agg.values():
+            # int2 at F = 16: 4 code bytes and 4 bf16 parameter bytes per row, 16F/(F+16) = 8x
+            assert v["int2"] == {"data": 4 * v["rows"], "params": 4 * v["rows"]}
+            assert v["bytes"] == 8 * (v["int2"]["data"] + v["int2"]["params"])
+
+
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_predicted_bytes_equal_ledger(p):
+    """`predict_bytes` (no communication) equals the ledger of a coded and an fp32 exchange."""
+    from spgnn.core.codec import make_codec
+    from spgnn.core.hybrid import predict_bytes
+
+    n, F = 23, 6          # F = 6: int2 rows end mid-byte, so segments pad to a byte
+    g = sp.random_array((n, n), density=0.15, format="csr", rng=p)
+    a = ((g + g.T) != 0).astype(np.float64).tocsr()
+    offsets = np.linspace(0, n, p + 1).astype(np.int64)
+    x = np.random.default_rng(p).standard_normal((n, F))
+
+    def fn(comm):
+        from spgnn import DistDenseMatrix, DistSparseMatrix, Layout, ProcessGrid, spmm
+
+        grid = ProcessGrid(comm, (p,), ("row",))
+        lay = Layout("row", row_splits=tuple(int(o) for o in offsets))
+        A = DistSparseMatrix.from_global(a, grid, lay, backend="numba")
+        X = DistDenseMatrix.from_global(x, grid, lay, backend="numba")
+        got = {}
+        for mode in ("post", "pre", "hybrid"):
+            for q in ("none", "int2", "int4"):
+                spmm(A, X, algorithm="1d-aware", aggregation=mode, codec=make_codec(q))
+                with comm.track("t") as st:
+                    spmm(A, X, algorithm="1d-aware", aggregation=mode, codec=make_codec(q))
+                lab = st.by_label()
+                got[mode, q] = (sum(v["bytes_sent"] for k, v in lab.items()
+                                    if not k.endswith(":params")),
+                                sum(v["bytes_sent"] for k, v in lab.items()
+                                    if k.endswith(":params")))
+        return got
+
+    res = run_loopback(p, fn)
+    for mode in ("post", "pre", "hybrid"):
+        for q in ("none", "int2", "int4"):
+            want = predict_bytes(a, offsets, mode, F, q, itemsize=8)
+            got = tuple(sum(r[mode, q][k] for r in res) for k in (0, 1))
+            assert got == want, (mode, q, got, want)
+            assert (want[1] == 0) == (q == "none")

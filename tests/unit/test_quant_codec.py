@@ -32,8 +32,13 @@ def reference_uniforms(row_keys, width, base):
 
 
 def reference_encode(x, seg_counts, bits, rounding="nearest", param_dtype="fp32", base=0,
-                     row_keys=None):
-    """The codec in numpy: the codes as an (n, F) array, Z, S and the packed bytes."""
+                     row_keys=None, pack_axis="feature"):
+    """The codec in numpy: the codes as an (n, F) array, Z, S and the packed bytes.
+
+    Feature axis: a segment's codes row-major, 8/b to a byte (first in the
+    high bits), the segment padded to a whole byte; node axis: 8/b rows per
+    byte and column, the segment padded to a multiple of 8/b rows.
+    """
     x = np.asarray(x, dtype=np.float32)
     lo = x.min(1) if x.shape[1] else np.zeros(x.shape[0], np.float32)
     hi = x.max(1) if x.shape[1] else np.zeros(x.shape[0], np.float32)
@@ -54,13 +59,18 @@ def reference_encode(x, seg_counts, bits, rounding="nearest", param_dtype="fp32"
     q = np.clip(q, 0, 2**bits - 1).astype(np.uint8)
     per = 8 // bits
     out, start = [], 0
+    shifts = (per - 1 - np.arange(per)) * bits
     for n in seg_counts:
         seg = q[start:start + n]
         start += n
+        if pack_axis == "feature":
+            flat = np.zeros(-(-seg.size // per) * per, np.int64)
+            flat[:seg.size] = seg.ravel()
+            out.append((flat.reshape(-1, per) << shifts[None, :]).sum(1).astype(np.uint8))
+            continue
         pad = np.zeros((-(-n // per) * per, x.shape[1]), np.uint8)
         pad[:n] = seg
         g = pad.reshape(pad.shape[0] // per, per, x.shape[1]).astype(np.int64)
-        shifts = (per - 1 - np.arange(per)) * bits
         out.append((g << shifts[None, :, None]).sum(1).astype(np.uint8).ravel())
     return q, lo, S, (np.concatenate(out) if out else np.zeros(0, np.uint8))
 
@@ -68,20 +78,26 @@ def reference_encode(x, seg_counts, bits, rounding="nearest", param_dtype="fp32"
 segs = st.lists(st.integers(0, 9), min_size=1, max_size=5)
 
 
+axes = st.sampled_from(["feature", "node"])
+
+
 @settings(max_examples=40, deadline=None)
 @given(segs=segs, width=st.integers(0, 11), bits=st.sampled_from([8, 4, 2]),
-       seed=st.integers(0, 2**31), shift=st.sampled_from([0.0, 3.0]))
-def test_nearest_matches_reference_and_bound(segs, width, bits, seed, shift):
+       seed=st.integers(0, 2**31), shift=st.sampled_from([0.0, 3.0]), axis=axes)
+def test_nearest_matches_reference_and_bound(segs, width, bits, seed, shift, axis):
     n = sum(segs)
     x = (np.random.default_rng(seed).normal(size=(n, width)) + shift).astype(np.float32)
-    codes, params = BE.quantize_rows(x, segs, bits, "nearest", "fp32", 0, np.arange(n))
-    _, lo, S, ref = reference_encode(x, segs, bits)
+    codes, params = BE.quantize_rows(x, segs, bits, "nearest", "fp32", 0, np.arange(n), axis)
+    _, lo, S, ref = reference_encode(x, segs, bits, pack_axis=axis)
     np.testing.assert_array_equal(codes, ref)
     np.testing.assert_array_equal(params[:, 0], lo)
     np.testing.assert_array_equal(params[:, 1], S)
-    # Bytes: exactly ceil(n_p*b/8)*F per segment.
-    assert codes.size == sum(-(-p * bits // 8) * width for p in segs)
-    y = BE.dequantize_rows(codes, params, segs, bits, width)
+    # Bytes: exactly ceil(n_p*F*b/8) (feature) or ceil(n_p*b/8)*F (node) per segment.
+    want = [-(-p * width * bits // 8) if axis == "feature" else -(-p * bits // 8) * width
+            for p in segs]
+    assert codes.size == sum(want)
+    np.testing.assert_array_equal(wire_bytes(segs, width, bits, pack_axis=axis)[0], want)
+    y = BE.dequantize_rows(codes, params, segs, bits, width, pack_axis=axis)
     if n and width:
         err = np.abs(y.astype(np.float64) - x)
         assert np.all(err <= S[:, None] / 2 * (1 + 1e-4))
@@ -93,20 +109,24 @@ def test_nearest_matches_reference_and_bound(segs, width, bits, seed, shift):
 @given(segs=segs, width=st.integers(0, 13), bits=st.sampled_from([8, 4, 2]),
        seed=st.integers(0, 2**31), rounding=st.sampled_from(["stochastic", "nearest"]),
        param_dtype=st.sampled_from(["bf16", "fp32"]), base=st.integers(0, 2**64 - 1),
-       f64=st.booleans())
-def test_codes_equal_numpy_reference(segs, width, bits, seed, rounding, param_dtype, base, f64):
+       f64=st.booleans(), axis=axes)
+def test_codes_equal_numpy_reference(segs, width, bits, seed, rounding, param_dtype, base, f64,
+                                     axis):
     """Every code bit and parameter equals the documented formulas (draws included)."""
     n = sum(segs)
     rng = np.random.default_rng(seed)
     x = (rng.normal(size=(n, width)) * 10.0 ** rng.integers(-3, 4)).astype(np.float32)
     keys = rng.integers(0, 2**40, size=n)
     xin = x.astype(np.float64) if f64 else x
-    codes, params = BE.quantize_rows(xin, segs, bits, rounding, param_dtype, base, keys)
-    _, lo, S, ref = reference_encode(x, segs, bits, rounding, param_dtype, base, keys)
+    codes, params = BE.quantize_rows(xin, segs, bits, rounding, param_dtype, base, keys, axis)
+    q, lo, S, ref = reference_encode(x, segs, bits, rounding, param_dtype, base, keys, axis)
     np.testing.assert_array_equal(codes, ref)
     zl, zs = _quant.params_to_float(params)
     np.testing.assert_array_equal(zl, lo)
     np.testing.assert_array_equal(zs, S)
+    # Decoding gives q * S + Z exactly (float32 multiply, then add), in either layout.
+    y = BE.dequantize_rows(codes, params, segs, bits, width, pack_axis=axis)
+    np.testing.assert_array_equal(y, q.astype(np.float32) * S[:, None] + lo[:, None])
 
 
 @settings(max_examples=25, deadline=None)
@@ -187,23 +207,25 @@ def test_constant_rows_exact_and_nonfinite_refused():
 
 @pytest.mark.parametrize("p", [1, 2, 3, 4])
 @pytest.mark.parametrize("bits", [8, 4, 2])
-def test_alltoallv_bytes_exact(p, bits):
-    """Ledger bytes equal the wire formula; int2 + bf16 at n_p % 4 == 0 gives 16F/(F+16)."""
+@pytest.mark.parametrize("axis,short", [("node", False), ("feature", False), ("feature", True)])
+def test_alltoallv_bytes_exact(p, bits, axis, short):
+    """Ledger bytes equal the wire formula; int2 + bf16 gives 16F/(F+16) at n_p % 4 == 0
+    (node axis) and at any n_p with F % 4 == 0 (feature axis: ``short`` segments of 1-3 rows)."""
     F = 64
-    C = (np.arange(p * p).reshape(p, p) % 3) * 4 + 4
+    C = (np.arange(p * p).reshape(p, p) % 3) * (1 if short else 4) + (1 if short else 4)
     np.fill_diagonal(C, 0)
 
     def fn(comm):
         r = comm.rank
         x = np.random.default_rng(r).normal(size=(C[r].sum(), F)).astype(np.float32)
-        codec = Codec(bits, "nearest", "bf16")
+        codec = Codec(bits, "nearest", "bf16", pack_axis=axis)
         y = codec.alltoallv(comm, BE, x, C[r], C[:, r], np.arange(C[r].sum()), label="x")
         ref = comm.alltoallv(x, C[r], C[:, r], label="fp32", split=False)
         S = (ref.max(1).astype(np.float64) - ref.min(1)) / (2**bits - 1)
         Z = ref.min(1)
         assert np.all(np.abs(y - ref).max(1) <= S / 2 + 2.0**-8 * (np.abs(Z) + 3 * S) + 1e-6)
         st_ = comm.ledger.stats
-        data, par = wire_bytes(C[r], F, bits, "bf16")
+        data, par = wire_bytes(C[r], F, bits, "bf16", pack_axis=axis)
         others = np.arange(p) != r
         assert st_.total(label="x:data") == data[others].sum()
         assert st_.total(label="x:params") == par[others].sum()
