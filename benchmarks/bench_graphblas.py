@@ -1,9 +1,9 @@
 """Single-rank triangle counting and masked SpGEMM: spgnn vs python-graphblas (SuiteSparse).
 
-Side by side in one process, both at the same thread count (default 2): after
-one warm-up of each (which also compiles the numba kernels) the contenders
-run round-robin ``--reps`` times, so load from other jobs falls on all of
-them alike; each reports the median and the spread (min, max) of its runs,
+Side by side in one process, both at the same thread count (default 2): the
+contenders run round-robin ``--reps`` times, each timed call right after an
+untimed one of the same contender (see :func:`interleaved`), so load from
+other jobs falls on all of them alike; each reports the median and the spread (min, max) of its runs,
 and the row records the 1-minute load average before and after.  Printed as
 ratios ``python-graphblas median / spgnn median`` (> 1: spgnn faster).
 spgnn is timed at three levels:
@@ -35,22 +35,22 @@ import scipy.sparse as sp
 
 
 
-#: Seconds slept (untimed) between two timed calls.  Both libraries run OpenMP
-#: thread pools (numba's and SuiteSparse's own) whose idle workers spin for about a
-#: millisecond before sleeping; without a pause the spinning pool of the previous
-#: contender takes the cores from the next (luxembourg's 1-2 ms calls measured
-#: 3-6x slower right after the other library's call).
-SETTLE = 0.05
-
-
 def interleaved(fns, reps):
-    """``{name: [seconds, ...]}``: one warm-up each, then ``reps`` round-robin runs."""
-    for f in fns.values():
-        f()
+    """``{name: [seconds, ...]}``: ``reps`` round-robin rounds; in each, every contender
+    runs once untimed and then once timed.
+
+    Both libraries run OpenMP thread pools (numba's and SuiteSparse's own) whose
+    idle workers spin for about a millisecond before sleeping: timed right after
+    the other library's call, a contender shares the cores with that spinning
+    pool (luxembourg's 1-2 ms calls measured 3-6x slower).  Sleeping between
+    calls instead lets this VM's idle vCPUs halt, and waking them costs
+    milliseconds again.  The untimed call absorbs both; the timed one runs
+    with its own pool hot, as in a sequence of calls to one library.
+    """
     times = {k: [] for k in fns}
     for _ in range(reps):
         for k, f in fns.items():
-            time.sleep(SETTLE)
+            f()
             t0 = time.perf_counter()
             f()
             times[k].append(time.perf_counter() - t0)
