@@ -290,32 +290,16 @@ class FakeDeviceArray:
         return FakeDeviceArray(self._a.astype(dtype, order=order, copy=copy))
 
     # -- operators (through the ufuncs, so the mixing check applies) ---------------------
-    __add__, __radd__, __iadd__ = _binary(np.add), _binary(np.add, True), _inplace(np.add)
-    __sub__, __rsub__, __isub__ = (_binary(np.subtract), _binary(np.subtract, True),
-                                   _inplace(np.subtract))
-    __mul__, __rmul__, __imul__ = (_binary(np.multiply), _binary(np.multiply, True),
-                                   _inplace(np.multiply))
-    __truediv__, __rtruediv__, __itruediv__ = (_binary(np.true_divide),
-                                               _binary(np.true_divide, True),
-                                               _inplace(np.true_divide))
-    __floordiv__, __rfloordiv__, __ifloordiv__ = (_binary(np.floor_divide),
-                                                  _binary(np.floor_divide, True),
-                                                  _inplace(np.floor_divide))
-    __mod__, __rmod__, __imod__ = _binary(np.remainder), _binary(np.remainder, True), \
-        _inplace(np.remainder)
-    __pow__, __rpow__, __ipow__ = _binary(np.power), _binary(np.power, True), _inplace(np.power)
+    for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                          ("truediv", np.true_divide), ("floordiv", np.floor_divide),
+                          ("mod", np.remainder), ("pow", np.power), ("and", np.bitwise_and),
+                          ("or", np.bitwise_or), ("xor", np.bitwise_xor),
+                          ("lshift", np.left_shift), ("rshift", np.right_shift)):
+        locals()[f"__{_name}__"] = _binary(_ufunc)
+        locals()[f"__r{_name}__"] = _binary(_ufunc, True)
+        locals()[f"__i{_name}__"] = _inplace(_ufunc)
+    del _name, _ufunc
     __matmul__, __rmatmul__ = _binary(np.matmul), _binary(np.matmul, True)
-    __and__, __rand__, __iand__ = (_binary(np.bitwise_and), _binary(np.bitwise_and, True),
-                                   _inplace(np.bitwise_and))
-    __or__, __ror__, __ior__ = (_binary(np.bitwise_or), _binary(np.bitwise_or, True),
-                                _inplace(np.bitwise_or))
-    __xor__, __rxor__, __ixor__ = (_binary(np.bitwise_xor), _binary(np.bitwise_xor, True),
-                                   _inplace(np.bitwise_xor))
-    __lshift__, __rlshift__, __ilshift__ = (_binary(np.left_shift), _binary(np.left_shift, True),
-                                            _inplace(np.left_shift))
-    __rshift__, __rrshift__, __irshift__ = (_binary(np.right_shift),
-                                            _binary(np.right_shift, True),
-                                            _inplace(np.right_shift))
     __lt__, __le__, __gt__, __ge__ = (_binary(np.less), _binary(np.less_equal),
                                       _binary(np.greater), _binary(np.greater_equal))
     __eq__, __ne__ = _binary(np.equal), _binary(np.not_equal)
