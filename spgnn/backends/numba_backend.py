@@ -13,7 +13,6 @@ and applies ``row_mean`` division.
 """
 
 import importlib.util
-
 import math
 
 import numpy as np
@@ -411,10 +410,10 @@ class NumbaBackend(Backend):
         return _canonical(_kernels(), a)
 
     def select_band(self, a, kind, offset):
-        ex = _kernels()["extract"]
-        m = a.shape[0]
+        k = _kernels()
+        ex, m = k["extract"], a.shape[0]
         indptr = np.empty(m + 1, dtype=np.int64)
-        with _threads(_kernels(), STEP_FLOPS * (m + a.nnz)):
+        with _threads(k, STEP_FLOPS * (m + a.nnz)):
             ex.csr_band_indptr(a.indptr, a.indices, ex.BAND_KINDS[kind], np.int64(offset), indptr)
             out_indices, out_data = empty_arrays((int(indptr[-1]), a.indices.dtype),
                                                  (int(indptr[-1]), a.data.dtype))
