@@ -408,6 +408,23 @@ def compact_rows(src_indptr, counts, src_indices, src_data, out_indptr, out_indi
             out_data[d + q] = src_data[s + q]
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _gallop(s_idx, s_data, ps, es, l_idx, l_data, pl, el, short_is_a, acc):
+    """``(acc, found)``: the products of the short sorted list's entries ``[ps, es)`` found
+    (by binary search) in the long one's ``[pl, el)``, folded with ``ADD``; ``MUL`` takes
+    A's value first (``short_is_a`` says which list is A's row)."""
+    found = False
+    for q in range(ps, es):
+        pl = _lower_bound(l_idx, pl, el, s_idx[q])
+        if pl == el:
+            break
+        if l_idx[pl] == s_idx[q]:
+            v = MUL(s_data[q], l_data[pl]) if short_is_a else MUL(l_data[pl], s_data[q])
+            acc = ADD(acc, v) if found else v
+            found = True
+    return acc, found
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def dot(a_indptr, a_indices, a_data, bt_indptr, bt_indices, bt_data, m_indptr, m_indices,
         m_keep, bounds, out_indices, out_data, counts):
@@ -434,23 +451,11 @@ def dot(a_indptr, a_indices, a_data, bt_indptr, bt_indices, bt_data, m_indptr, m
                     found = False
                     acc = out_data[p]       # overwritten before it is read
                     if la > GALLOP_RATIO * lb:
-                        for q in range(pb, eb):
-                            pa = _lower_bound(a_indices, pa, ea, bt_indices[q])
-                            if pa == ea:
-                                break
-                            if a_indices[pa] == bt_indices[q]:
-                                v = MUL(a_data[pa], bt_data[q])
-                                acc = ADD(acc, v) if found else v
-                                found = True
+                        acc, found = _gallop(bt_indices, bt_data, pb, eb, a_indices, a_data,
+                                             pa, ea, False, acc)
                     elif lb > GALLOP_RATIO * la:
-                        for q in range(pa, ea):
-                            pb = _lower_bound(bt_indices, pb, eb, a_indices[q])
-                            if pb == eb:
-                                break
-                            if bt_indices[pb] == a_indices[q]:
-                                v = MUL(a_data[q], bt_data[pb])
-                                acc = ADD(acc, v) if found else v
-                                found = True
+                        acc, found = _gallop(a_indices, a_data, pa, ea, bt_indices, bt_data,
+                                             pb, eb, True, acc)
                     else:
                         while pa < ea and pb < eb:
                             ka, kb = a_indices[pa], bt_indices[pb]
