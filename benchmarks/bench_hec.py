@@ -146,27 +146,34 @@ def summary(recs):
     return "\n".join(lines)
 
 
-def compare(args):
-    out = open(args.out, "a")
+def _jobs(args):
+    """Per graph, rank count and seed: ``(g, p, s, off, job)``, the ``--hec off`` record and
+    ``job(extra)`` running the same training with other options."""
     for g in args.graphs:
         for p in args.ranks:
             for s in args.seeds:
-                off = run(g, p, s, args.epochs, args.batch_size, ["--hec", "off"], args.fanout,
-                          args.split)
-                recs = [off]
-                for cap in args.push_caps:
-                    nc = push_cap_rule(off) if cap == "rule" else int(cap)
-                    extra = ["--hec", "on", "--hec-push-cap", str(nc), *args.hec_extra]
-                    rec = run(g, p, s, args.epochs, args.batch_size, extra, args.fanout, args.split)
-                    rec["bench_name"] = f"on nc={cap}" + (" " + " ".join(args.hec_extra)
-                                                          if args.hec_extra else "")
-                    recs.append(rec)
-                for rec in recs:
-                    out.write(json.dumps(rec) + "\n")
-                    out.flush()
-                    print(f"{g} P={p} seed={s} {config_name(rec)}: acc {rec['test_acc']:.3f} "
-                          f"halo {rec['halo_bytes']:,} B hit {rec.get('hit_rate_per_level')}",
-                          flush=True)
+                def job(extra, g=g, p=p, s=s):
+                    return run(g, p, s, args.epochs, args.batch_size, extra, args.fanout,
+                               args.split)
+                yield g, p, s, job(["--hec", "off"]), job
+
+
+def compare(args):
+    out = open(args.out, "a")
+    for g, p, s, off, job in _jobs(args):
+        recs = [off]
+        for cap in args.push_caps:
+            nc = push_cap_rule(off) if cap == "rule" else int(cap)
+            rec = job(["--hec", "on", "--hec-push-cap", str(nc), *args.hec_extra])
+            rec["bench_name"] = f"on nc={cap}" + (" " + " ".join(args.hec_extra)
+                                                  if args.hec_extra else "")
+            recs.append(rec)
+        for rec in recs:
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+            print(f"{g} P={p} seed={s} {config_name(rec)}: acc {rec['test_acc']:.3f} "
+                  f"halo {rec['halo_bytes']:,} B hit {rec.get('hit_rate_per_level')}",
+                  flush=True)
 
 
 #: the sweep: one parameter at a time around the base point (cs, ls, nc, d)
@@ -182,22 +189,17 @@ def sweep(args):
     base = {"cs": 1_000_000, "ls": 2, "nc": args.base_cap, "d": 1}
     opt = {"cs": "--hec-capacity", "ls": "--hec-life", "nc": "--hec-push-cap", "d": "--hec-delay"}
     out = open(args.out, "a")
-    for g in args.graphs:
-        for p in args.ranks:
-            for s in args.seeds:
-                off = run(g, p, s, args.epochs, args.batch_size, ["--hec", "off"], args.fanout,
-                          args.split)
-                off["sweep"] = None
-                out.write(json.dumps(off) + "\n")
-                for name, v in sweep_points(args.base_cap, p):
-                    cfg = dict(base, **{name: v})
-                    extra = ["--hec", "on"] + [x for k in opt for x in (opt[k], str(cfg[k]))]
-                    rec = run(g, p, s, args.epochs, args.batch_size, extra, args.fanout, args.split)
-                    rec["sweep"] = [name, v]
-                    out.write(json.dumps(rec) + "\n")
-                    out.flush()
-                    print(f"{g} P={p} seed={s} {name}={v}: acc {rec['test_acc']:.3f} halo "
-                          f"{rec['halo_bytes']:,} B hit {rec['hit_rate_per_level']}", flush=True)
+    for g, p, s, off, job in _jobs(args):
+        off["sweep"] = None
+        out.write(json.dumps(off) + "\n")
+        for name, v in sweep_points(args.base_cap, p):
+            cfg = dict(base, **{name: v})
+            rec = job(["--hec", "on"] + [x for k in opt for x in (opt[k], str(cfg[k]))])
+            rec["sweep"] = [name, v]
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+            print(f"{g} P={p} seed={s} {name}={v}: acc {rec['test_acc']:.3f} halo "
+                  f"{rec['halo_bytes']:,} B hit {rec['hit_rate_per_level']}", flush=True)
 
 
 def sweep_table(recs):
