@@ -1,9 +1,10 @@
 """Single-rank triangle counting and masked SpGEMM: spgnn vs python-graphblas (SuiteSparse).
 
 Side by side in one process, both at the same thread count (default 2): the
-contenders run round-robin ``--reps`` times, each timed call right after an
-untimed one of the same contender (see :func:`interleaved`), so load from
-other jobs falls on all of them alike; each reports the median and the spread (min, max) of its runs,
+contenders take turns in three rounds of blocks of back-to-back calls, each
+block after its own warm-up (see :func:`blocked`), so load from other jobs
+falls on all of them alike; each reports the median and the spread (min, max)
+of its ``--reps`` timed calls,
 and the row records the 1-minute load average before and after.  Printed as
 ratios ``python-graphblas median / spgnn median`` (> 1: spgnn faster).
 spgnn is timed at three levels:
@@ -35,25 +36,37 @@ import scipy.sparse as sp
 
 
 
-def interleaved(fns, reps):
-    """``{name: [seconds, ...]}``: ``reps`` round-robin rounds; in each, every contender
-    runs once untimed and then once timed.
+#: Each block of a contender's timed calls follows at least this long of its own
+#: untimed calls (and at least two).
+WARMUP_S = 0.05
 
-    Both libraries run OpenMP thread pools (numba's and SuiteSparse's own) whose
-    idle workers spin for about a millisecond before sleeping: timed right after
-    the other library's call, a contender shares the cores with that spinning
-    pool (luxembourg's 1-2 ms calls measured 3-6x slower).  Sleeping between
-    calls instead lets this VM's idle vCPUs halt, and waking them costs
-    milliseconds again.  The untimed call absorbs both; the timed one runs
-    with its own pool hot, as in a sequence of calls to one library.
+
+def blocked(fns, reps, rounds=3):
+    """``{name: [seconds, ...]}``: ``rounds`` rounds; in each, every contender runs a
+    block -- untimed calls for at least :data:`WARMUP_S`, then ``ceil(reps / rounds)``
+    timed calls back to back -- so each is timed as in a sequence of calls to one
+    library, and load from other jobs falls on all of them alike.
+
+    Why blocks: both libraries run OpenMP thread pools (numba's and SuiteSparse's own
+    libgomp) whose idle workers keep spinning on a core for milliseconds after a
+    call.  Measured on luxembourg's masked product (2 threads, 2 cores): spgnn
+    16.5 ms right after a python-graphblas call, 6.5 ms 2 ms later, 3.3 ms 10 ms
+    later, against 2.4 ms after its own call; python-graphblas right after spgnn
+    1.3-2.5x its own time.  One untimed call between the contenders (this
+    script's first method) did not cover that.
     """
     times = {k: [] for k in fns}
-    for _ in range(reps):
+    per_block = -(-reps // rounds)
+    for _ in range(rounds):
         for k, f in fns.items():
-            f()
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
+            t_end, ncalls = time.perf_counter() + WARMUP_S, 0
+            while ncalls < 2 or time.perf_counter() < t_end:
+                f()
+                ncalls += 1
+            for _ in range(per_block):
+                t0 = time.perf_counter()
+                f()
+                times[k].append(time.perf_counter() - t0)
     return times
 
 
@@ -140,13 +153,13 @@ def main():
         mo, mt = ours_masked(), theirs_masked()
         assert mo.nnz == mt.nvals
         load0 = os.getloadavg()[0]
-        tri = interleaved({"graphblas": theirs_tri, "kernel": ours_tri, "dot": ours_dot,
-                           "graphblas_api": theirs_api, "api": ours_api}, args.reps)
-        msk = interleaved({"graphblas": theirs_masked, "spgnn": ours_masked}, args.reps)
+        tri = blocked({"graphblas": theirs_tri, "kernel": ours_tri, "dot": ours_dot,
+                       "graphblas_api": theirs_api, "api": ours_api}, args.reps)
+        msk = blocked({"graphblas": theirs_masked, "spgnn": ours_masked}, args.reps)
         tri, msk = ({k: _stats(v) for k, v in d.items()} for d in (tri, msk))
         g, mg = tri["graphblas"]["median"], msk["graphblas"]["median"]
         row = {"graph": name, "n": adj.shape[0], "nnz": int(adj.nnz), "triangles": int(t_ours),
-               "threads": args.threads, "reps": args.reps,
+               "threads": args.threads, "reps": args.reps, "timing": "blocked",
                "load_before": load0, "load_after": os.getloadavg()[0],
                "tri_speedup_kernel": g / tri["kernel"]["median"],
                "tri_speedup_dot": g / tri["dot"]["median"],

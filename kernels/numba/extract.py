@@ -21,7 +21,7 @@ import numba
 import numpy as np
 
 __all__ = ["csr_extract_rows_indptr", "csr_extract_rows", "csr_extract_cols_indptr",
-           "csr_extract_cols", "csr_transpose", "BAND_KINDS", "csr_band_indptr", "csr_band"]
+           "csr_extract_cols", "csr_transpose", "BAND_KINDS", "csr_band_counts", "csr_band"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -174,35 +174,44 @@ def _band(kind, i, offset):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def csr_band_indptr(indptr, indices, kind, offset, out_indptr):
-    """``out_indptr`` (int64, ``m + 1``) of the entries ``(i, j)`` with ``j - i - offset`` in
-    the band ``kind`` (:data:`BAND_KINDS` code).  Rows counted in parallel, then
-    prefix-summed.  Cost O(nnz + m)."""
-    m = indptr.shape[0] - 1
-    out_indptr[0] = 0
-    for i in numba.prange(m):
-        lo, hi, inside = _band(kind, np.int64(i), offset)
-        count = 0
-        for e in range(indptr[i], indptr[i + 1]):
-            j = np.int64(indices[e])
-            count += (lo <= j) & (j <= hi)
-        n = indptr[i + 1] - indptr[i]
-        out_indptr[i + 1] = count if inside else n - count
-    for i in range(m):
-        out_indptr[i + 1] += out_indptr[i]
+def csr_band_counts(indptr, indices, kind, offset, bounds, chunk_counts):
+    """``chunk_counts[c]``: the entries ``(i, j)`` of the row chunk ``bounds[c]:bounds[c+1]``
+    with ``j - i - offset`` in the band ``kind`` (:data:`BAND_KINDS` code).  Chunks in
+    parallel, branch-free counting.  Cost O(nnz + m)."""
+    for c in numba.prange(bounds.shape[0] - 1):
+        total = 0
+        for i in range(bounds[c], bounds[c + 1]):
+            lo, hi, inside = _band(kind, np.int64(i), offset)
+            count = 0
+            for e in range(indptr[i], indptr[i + 1]):
+                j = np.int64(indices[e])
+                count += (lo <= j) & (j <= hi)
+            total += count if inside else indptr[i + 1] - indptr[i] - count
+        chunk_counts[c] = total
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def csr_band(indptr, indices, data, kind, offset, out_indptr, out_indices, out_data):
-    """Fill the band selected by :func:`csr_band_indptr`, keeping each row's storage order
-    (a filter: sorted rows stay sorted).  ``prange`` over rows.  Cost O(nnz + m)."""
-    m = indptr.shape[0] - 1
-    for i in numba.prange(m):
-        lo, hi, inside = _band(kind, np.int64(i), offset)
-        dst = out_indptr[i]
-        for e in range(indptr[i], indptr[i + 1]):
-            j = np.int64(indices[e])
-            if ((lo <= j) & (j <= hi)) == inside:
-                out_indices[dst] = indices[e]
-                out_data[dst] = data[e]
-                dst += 1
+def csr_band(indptr, indices, data, kind, offset, bounds, chunk_counts, out_indptr,
+             out_indices, out_data):
+    """Fill the band counted by :func:`csr_band_counts` (same ``bounds``), keeping each row's
+    storage order (a filter: sorted rows stay sorted), and its row pointers: chunk ``c``
+    starts after the entries of the chunks before it, so no pass over the rows is
+    serial.  Chunks in parallel.  Cost O(nnz + m)."""
+    nchunks = bounds.shape[0] - 1
+    starts = np.empty(nchunks, dtype=np.int64)
+    d = 0
+    for c in range(nchunks):
+        starts[c] = d
+        d += chunk_counts[c]
+    out_indptr[0] = 0
+    for c in numba.prange(nchunks):
+        dst = starts[c]
+        for i in range(bounds[c], bounds[c + 1]):
+            lo, hi, inside = _band(kind, np.int64(i), offset)
+            for e in range(indptr[i], indptr[i + 1]):
+                j = np.int64(indices[e])
+                if ((lo <= j) & (j <= hi)) == inside:
+                    out_indices[dst] = indices[e]
+                    out_data[dst] = data[e]
+                    dst += 1
+            out_indptr[i + 1] = dst

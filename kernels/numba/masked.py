@@ -33,12 +33,12 @@ import sys
 import numba
 import numpy as np
 
-from ._ops import row_partition
+from ._ops import atomic_fetch_add, atomic_load, row_partition, wait_for_chunks
 from .opcache import specialise
 
-__all__ = ["masked_spgemm_kernels", "masked_saxpy_kernel", "saxpy_row_costs", "masked_dot_kernel", "dot_row_costs",
+__all__ = ["masked_spgemm_kernels", "masked_saxpy_kernel", "saxpy_row_costs", "saxpy_chunk_costs", "masked_dot_kernel", "dot_row_costs",
            "dot_cost_reaches", "gustavson_flops",
-           "compact_rows", "map_binary_kernel", "map_unary_kernel",
+           "pack_rows", "map_binary_kernel", "map_unary_kernel",
            "map_indexed_kernel", "reduce_rows_kernel"]
 
 
@@ -189,33 +189,60 @@ def masked_spgemm_kernels(add, mul):
 SEARCH_RATIO = 64
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _saxpy_row_cost(a_indptr, a_indices, b_indptr, m_indptr, i):
+    """Estimated steps of the one-pass saxpy on row ``i``: per ``A(i, k)`` the length of
+    ``B(k, :)``, or the mask row's length times a log when that row is searched instead."""
+    nm = np.int64(m_indptr[i + 1] - m_indptr[i])
+    total = 1 + nm
+    if nm > 0:
+        for e in range(a_indptr[i], a_indptr[i + 1]):
+            k = a_indices[e]
+            lb = np.int64(b_indptr[k + 1] - b_indptr[k])
+            total += lb if lb <= SEARCH_RATIO * nm else _search_cost(lb, nm)
+    return total
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _search_cost(lb, nm):
+    """Steps of binary-searching ``nm`` columns in a row of ``lb`` entries."""
+    steps = 1
+    q = lb // nm
+    while q > 1:
+        q >>= 1
+        steps += 1
+    return nm * (steps + 1)
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def saxpy_row_costs(a_indptr, a_indices, b_indptr, m_indptr, costs):
     """Cumulative estimated steps of the one-pass saxpy: ``costs[i + 1] - costs[i]`` is
-    row ``i``'s (``costs[0] = 0``): per ``A(i, k)`` the length of ``B(k, :)``, or the mask
-    row's length times a log when that row is searched instead.  Rows in parallel, then a
+    row ``i``'s (``costs[0] = 0``, see :func:`_saxpy_row_cost`).  Rows in parallel, then a
     serial prefix sum; O(nnz(A))."""
     m = a_indptr.shape[0] - 1
     costs[0] = 0
     for i in numba.prange(m):
-        nm = np.int64(m_indptr[i + 1] - m_indptr[i])
-        total = 1 + nm
-        if nm > 0:
-            for e in range(a_indptr[i], a_indptr[i + 1]):
-                k = a_indices[e]
-                lb = np.int64(b_indptr[k + 1] - b_indptr[k])
-                if lb > SEARCH_RATIO * nm:
-                    steps = 1
-                    q = lb // nm
-                    while q > 1:
-                        q >>= 1
-                        steps += 1
-                    total += nm * (steps + 1)
-                else:
-                    total += lb
-        costs[i + 1] = total
+        costs[i + 1] = _saxpy_row_cost(a_indptr, a_indices, b_indptr, m_indptr, i)
     for i in range(m):
         costs[i + 1] += costs[i]
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def saxpy_chunk_costs(a_indptr, a_indices, b_indptr, m_indptr, rows, costs):
+    """The saxpy's cumulative costs per row chunk: ``costs[c + 1]`` receives the summed
+    row costs (:func:`saxpy_row_costs`'s) of the chunks ``rows[0]:rows[1]`` to
+    ``rows[c]:rows[c + 1]`` (``costs[0] = 0``).  Chunks in parallel; no O(rows)
+    scratch nor serial pass over the rows (on a road network's 1-2 ms products a
+    per-row cost array and its prefix sum cost a third of the call)."""
+    nchunks = rows.shape[0] - 1
+    costs[0] = 0
+    for c in numba.prange(nchunks):
+        total = np.int64(0)
+        for i in range(rows[c], rows[c + 1]):
+            total += _saxpy_row_cost(a_indptr, a_indices, b_indptr, m_indptr, i)
+        costs[c + 1] = total
+    for c in range(nchunks):
+        costs[c + 1] += costs[c]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -225,89 +252,147 @@ def _zeros_u8(n):
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def saxpy(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, m_indptr, m_indices,
-          m_keep, b_sorted, ncols, bounds, out_indices, out_data, counts):
-    for w in numba.prange(bounds.shape[0] - 1):
+          m_keep, b_sorted, ncols, bounds, first, nworkers, budget, out_indices, out_data,
+          counts, chunk_counts):
+    nchunks = bounds.shape[0] - 1
+    counter = np.full(1, first, dtype=np.int64)     # the next chunk to take
+    done = np.full(1, first, dtype=np.int64)        # chunks finished or skipped
+    spent = np.zeros(1, dtype=np.int64)             # the finished chunks' estimated steps
+    chunk_steps = np.zeros(nchunks, dtype=np.int64)
+    for w in numba.prange(nworkers):
         # one byte per column (0: outside the mask row, 1: allowed, 2: holds a value),
         # cleared by the row's own emit loop: 8x less cache than a row-tagged int64
         # marker, and every scanned B entry reads it, while only hits touch ``acc``
         marker = _zeros_u8(ncols)
         acc = _empty_like_dtype(ncols, out_data)
-        for i in range(bounds[w], bounds[w + 1]):
-            m0, m1 = m_indptr[i], m_indptr[i + 1]
-            nm = 0
-            mmin, mmax = ncols, -1      # the allowed columns' range
-            for e in range(m0, m1):
-                if m_keep[e]:
-                    j = m_indices[e]
-                    marker[j] = 1
-                    nm += 1
-                    mmin = min(mmin, j)
-                    mmax = max(mmax, j)
-            if nm == 0:
-                counts[i] = 0
+        while True:
+            p = atomic_fetch_add(counter, 0, 1)
+            if p >= nchunks:
+                break
+            if budget >= 0 and atomic_load(spent, 0) > budget:
+                chunk_counts[p] = -1                # over budget: skipped
+                atomic_fetch_add(done, 0, 1)
                 continue
-            for ea in range(a_indptr[i], a_indptr[i + 1]):
-                k = a_indices[ea]
-                av = a_data[ea]
-                b0, b1 = b_indptr[k], b_indptr[k + 1]
-                if b_sorted and b1 - b0 > SEARCH_RATIO * nm:
-                    p = b0
-                    for e in range(m0, m1):
-                        if not m_keep[e]:
-                            continue
-                        j = m_indices[e]
-                        p = _lower_bound(b_indices, p, b1, j)
-                        if p == b1:
-                            break
-                        if b_indices[p] == j:
-                            v = MUL(av, b_data[p])
-                            if marker[j] == 2:
-                                acc[j] = ADD(acc[j], v)
-                            else:
-                                marker[j] = 2
-                                acc[j] = v
-                else:
-                    if b_sorted and b1 - b0 > 8 and b_indices[b0] < mmin:
-                        b0 = _lower_bound(b_indices, b0, b1, mmin)   # skip below the range
-                    for eb in range(b0, b1):
-                        j = b_indices[eb]
-                        if b_sorted and j > mmax:
-                            break                                    # and above it
-                        s = marker[j]
-                        if s == 2:
-                            acc[j] = ADD(acc[j], MUL(av, b_data[eb]))
-                        elif s == 1:
-                            marker[j] = 2
-                            acc[j] = MUL(av, b_data[eb])
-            c = 0
+            steps = np.int64(0)
+            total = np.int64(0)
+            for i in range(bounds[p], bounds[p + 1]):
+                c, cost = _saxpy_row(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data,
+                                     m_indptr, m_indices, m_keep, b_sorted, ncols, marker, acc,
+                                     out_indices, out_data, i)
+                counts[i] = c
+                total += c
+                steps += cost
+            chunk_counts[p] = total
+            chunk_steps[p] = steps
+            atomic_fetch_add(spent, 0, steps)
+            atomic_fetch_add(done, 0, 1)
+        if w == 0:
+            wait_for_chunks(done, nchunks)
+    # the finished prefix (a chunk after the first skipped one may have run: a second
+    # call from ``end`` runs it again) and its steps
+    end = first
+    steps = np.int64(0)
+    while end < nchunks and chunk_counts[end] >= 0:
+        steps += chunk_steps[end]
+        end += 1
+    return end, steps
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _saxpy_row(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, m_indptr, m_indices,
+               m_keep, b_sorted, ncols, marker, acc, out_indices, out_data, i):
+    """Row ``i`` of the one-pass saxpy, written at the mask row's positions: ``(its
+    count, its estimated steps)`` (:func:`_saxpy_row_cost`'s, counted as it goes)."""
+    m0, m1 = m_indptr[i], m_indptr[i + 1]
+    nm = 0
+    mmin, mmax = ncols, -1      # the allowed columns' range
+    for e in range(m0, m1):
+        if m_keep[e]:
+            j = m_indices[e]
+            marker[j] = 1
+            nm += 1
+            mmin = min(mmin, j)
+            mmax = max(mmax, j)
+    if nm == 0:
+        return 0, _saxpy_row_cost(a_indptr, a_indices, b_indptr, m_indptr, i)
+    nmr = np.int64(m1 - m0)     # the cost model counts every mask entry
+    cost = 1 + nmr
+    for ea in range(a_indptr[i], a_indptr[i + 1]):
+        k = a_indices[ea]
+        av = a_data[ea]
+        b0, b1 = b_indptr[k], b_indptr[k + 1]
+        lb = np.int64(b1 - b0)
+        cost += lb if lb <= SEARCH_RATIO * nmr else _search_cost(lb, nmr)
+        if b_sorted and b1 - b0 > SEARCH_RATIO * nm:
+            p = b0
             for e in range(m0, m1):
-                if m_keep[e]:
-                    j = m_indices[e]
+                if not m_keep[e]:
+                    continue
+                j = m_indices[e]
+                p = _lower_bound(b_indices, p, b1, j)
+                if p == b1:
+                    break
+                if b_indices[p] == j:
+                    v = MUL(av, b_data[p])
                     if marker[j] == 2:
-                        out_indices[m0 + c] = j
-                        out_data[m0 + c] = acc[j]
-                        c += 1
-                    marker[j] = 0      # cleared: a repeated mask column is not emitted twice
-            counts[i] = c
-    return 0
+                        acc[j] = ADD(acc[j], v)
+                    else:
+                        marker[j] = 2
+                        acc[j] = v
+        else:
+            if b_sorted and b1 - b0 > 8 and b_indices[b0] < mmin:
+                b0 = _lower_bound(b_indices, b0, b1, mmin)   # skip below the range
+            for eb in range(b0, b1):
+                j = b_indices[eb]
+                if b_sorted and j > mmax:
+                    break                                    # and above it
+                s = marker[j]
+                if s == 2:
+                    acc[j] = ADD(acc[j], MUL(av, b_data[eb]))
+                elif s == 1:
+                    marker[j] = 2
+                    acc[j] = MUL(av, b_data[eb])
+    c = 0
+    for e in range(m0, m1):
+        if m_keep[e]:
+            j = m_indices[e]
+            if marker[j] == 2:
+                out_indices[m0 + c] = j
+                out_data[m0 + c] = acc[j]
+                c += 1
+            marker[j] = 0      # cleared: a repeated mask column is not emitted twice
+    return c, cost
 
 
 def masked_saxpy_kernel(add, mul):
     """One-pass mask-driven Gustavson for a mask *without* complement (semiring ``(add, mul)``).
 
     ``saxpy(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, m_indptr,
-    m_indices, m_keep, b_sorted, ncols, bounds, out_indices, out_data,
-    counts)``.  The mask bounds the output, so no symbolic pass is needed:
-    row ``i`` is written at the mask row's own positions (``out_*[m_indptr[i]:]``,
-    in mask order, so sorted) with its count in ``counts[i]``
-    (:func:`compact_rows` packs them).  Row ``i`` marks its allowed columns in
-    a per-chunk byte marker that the row clears as it emits;
+    m_indices, m_keep, b_sorted, ncols, bounds, first, nworkers, budget,
+    out_indices, out_data, counts, chunk_counts)``.  The mask bounds the output,
+    so no symbolic pass is needed: row ``i`` is written at the mask row's own
+    positions (``out_*[m_indptr[i]:]``, in mask order, so sorted) with its count
+    in ``counts[i]``, and chunk ``p``'s total in ``chunk_counts[p]``
+    (:func:`pack_rows` packs them).  Row ``i`` marks its allowed columns in
+    a per-worker byte marker that the row clears as it emits;
     for each ``A(i, k)`` it scans ``B(k, :)``, or -- ``B``'s rows sorted and
     ``B(k, :)`` longer than :data:`SEARCH_RATIO` times the allowed columns --
     binary-searches each allowed column in ``B(k, :)``; a sorted ``B(k, :)`` is scanned
     only over the allowed columns' range (5-10 % on the social graphs' triangles and
-    masked products).  Rows are split by
-    ``bounds`` (cost-balanced chunks, one per parallel iteration).
+    masked products).  ``nworkers`` workers take the row chunks ``bounds[first:]``
+    in order from an atomic counter (dynamic scheduling, :func:`_ops.chunk_count`).
+    Returns ``(end, spent)``: chunks ``first .. end`` are done, and their rows'
+    estimated steps (:func:`saxpy_row_costs`'s, counted as the rows run) sum to
+    ``spent``.
+
+    ``budget >= 0`` runs the product *optimistically*, before any costing: once
+    the finished chunks' steps exceed ``budget`` the chunks still to be taken are
+    skipped (``end < nchunks``, or ``spent > budget`` when the last ones were
+    already running), and a second call with ``first=end`` can finish them.
+    The caller passes the largest saxpy cost at which the method choice picks
+    saxpy without costing the dot method, so a product within it needs no
+    planning pass (on a road network that pass cost a quarter of the call) and
+    one beyond it is costed only over the rows not yet done.
     """
     return specialise(_this(), ADD=add, MUL=mul).saxpy
 
@@ -398,14 +483,28 @@ def gustavson_flops(a_indptr, a_indices, b_indptr):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def compact_rows(src_indptr, counts, src_indices, src_data, out_indptr, out_indices, out_data):
-    """Copy the first ``counts[i]`` entries of each row ``i`` of a padded CSR (rows at
-    ``src_indptr``) to a packed CSR at ``out_indptr``."""
-    for i in numba.prange(counts.shape[0]):
-        s, d = src_indptr[i], out_indptr[i]
-        for q in range(counts[i]):
-            out_indices[d + q] = src_indices[s + q]
-            out_data[d + q] = src_data[s + q]
+def pack_rows(src_indptr, counts, bounds, chunk_counts, src_indices, src_data, out_indptr,
+              out_indices, out_data):
+    """Pack a padded CSR -- row ``i``'s ``counts[i]`` entries at ``src_indptr[i]`` -- into
+    ``out_indptr``/``out_indices``/``out_data``, in parallel over the row chunks
+    ``bounds`` whose totals are ``chunk_counts`` (the masked kernels' outputs): one pass
+    builds the row pointers and copies the entries."""
+    nchunks = bounds.shape[0] - 1
+    offsets = np.empty(nchunks, dtype=np.int64)
+    d = 0
+    for p in range(nchunks):
+        offsets[p] = d
+        d += chunk_counts[p]
+    out_indptr[0] = 0
+    for p in numba.prange(nchunks):
+        d = offsets[p]
+        for i in range(bounds[p], bounds[p + 1]):
+            s, c = src_indptr[i], counts[i]
+            for q in range(c):
+                out_indices[d + q] = src_indices[s + q]
+                out_data[d + q] = src_data[s + q]
+            d += c
+            out_indptr[i + 1] = d
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -427,8 +526,9 @@ def _gallop(s_idx, s_data, ps, es, l_idx, l_data, pl, el, short_is_a, acc):
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def dot(a_indptr, a_indices, a_data, bt_indptr, bt_indices, bt_data, m_indptr, m_indices,
-        m_keep, bounds, out_indices, out_data, counts):
+        m_keep, bounds, out_indices, out_data, counts, chunk_counts):
     for w in numba.prange(bounds.shape[0] - 1):
+        total = 0
         for i in range(bounds[w], bounds[w + 1]):
             p = m_indptr[i]
             c = 0
@@ -474,6 +574,8 @@ def dot(a_indptr, a_indices, a_data, bt_indptr, bt_indices, bt_data, m_indptr, m
                         out_data[p + c] = acc
                         c += 1
             counts[i] = c
+            total += c
+        chunk_counts[w] = total
     return 0
 
 
@@ -481,13 +583,14 @@ def masked_dot_kernel(add, mul):
     """The mask-driven dot-product kernel (SuiteSparse's "dot3") for the semiring ``(add, mul)``.
 
     ``dot(a_indptr, a_indices, a_data, bt_indptr, bt_indices, bt_data, m_indptr,
-    m_indices, m_keep, bounds, out_indices, out_data, counts)``: for every
+    m_indices, m_keep, bounds, out_indices, out_data, counts, chunk_counts)``: for every
     allowed mask entry ``(i, j)`` (``m_keep[e]``), intersect the sorted row
     ``i`` of ``A`` with the sorted row ``j`` of ``Bᵀ`` (``B``'s column ``j``)
     and fold ``add`` over ``mul(a(i,k), b(k,j))`` of the common ``k``.  An
     entry with no common ``k`` is not stored.  Row ``i``'s results are written
     at the mask row's own positions (``out_*[m_indptr[i]:]``, in mask order,
-    so sorted) and its count in ``counts[i]``; :func:`compact_rows` packs them.
+    so sorted), its count in ``counts[i]`` and chunk ``w``'s total in
+    ``chunk_counts[w]``; :func:`pack_rows` packs them.
     Only for a mask without complement: the mask bounds the output.  Rows are
     split by ``bounds`` (a cost-balanced partition; one chunk per parallel
     iteration).  Each intersection merges, or gallops when one list is

@@ -173,7 +173,8 @@ class Backend(ABC):
         """``C<M> = A (+).(x) B`` for any semiring of the registry. Local.
 
         ``mask`` is a :class:`LocalCSR` of the output's shape with sorted,
-        duplicate-free rows (or ``None``: no mask); ``structure`` allows its
+        duplicate-free rows (or ``None``: no mask; the kernels rely on the order,
+        and take a ``b`` that is the mask object as sorted too); ``structure`` allows its
         stored entries, else its non-zero ones; ``complement`` inverts.  The
         result holds exactly the allowed entries of the structural product,
         sorted.  This default is the host reference (compute everything,

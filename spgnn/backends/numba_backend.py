@@ -412,15 +412,17 @@ class NumbaBackend(Backend):
     def select_band(self, a, kind, offset):
         k = _kernels()
         ex, m = k["extract"], a.shape[0]
-        indptr = np.empty(m + 1, dtype=np.int64)
+        code = ex.BAND_KINDS[kind]
+        bounds = k["ops"].row_partition(a.indptr, max(1, min(_nparts(k), m)))
+        chunk_counts = np.empty(bounds.size - 1, dtype=np.int64)
         with _threads(k, STEP_FLOPS * (m + a.nnz)):
-            ex.csr_band_indptr(a.indptr, a.indices, ex.BAND_KINDS[kind], np.int64(offset), indptr)
-            out_indices, out_data = empty_arrays((int(indptr[-1]), a.indices.dtype),
-                                                 (int(indptr[-1]), a.data.dtype))
-            ex.csr_band(a.indptr, a.indices, a.data, ex.BAND_KINDS[kind], np.int64(offset),
-                        indptr, out_indices, out_data)
-        return LocalCSR(indptr.astype(a.indptr.dtype, copy=False), out_indices, out_data,
-                        a.shape, check=None)
+            ex.csr_band_counts(a.indptr, a.indices, code, np.int64(offset), bounds, chunk_counts)
+            nnz = int(chunk_counts.sum())
+            indptr = np.empty(m + 1, dtype=a.indptr.dtype)      # nnz <= a.nnz: it fits
+            out_indices, out_data = empty_arrays((nnz, a.indices.dtype), (nnz, a.data.dtype))
+            ex.csr_band(a.indptr, a.indices, a.data, code, np.int64(offset), bounds,
+                        chunk_counts, indptr, out_indices, out_data)
+        return LocalCSR(indptr, out_indices, out_data, a.shape, check=None)
 
     def reduce_rows(self, monoid, indptr, data, nrows):
         from .._kernels.numba import masked
@@ -633,8 +635,8 @@ def _mask_keep(mask, structure):
 DOT_RATIO = 0.5
 
 
-def choose_spgemm_method(k, masked, a, b, mask, complement, b_sorted=None):
-    """``(method, cumulative row costs)`` for ``C<M> = A B``: the heuristic of ``method=None``.
+def choose_spgemm_method(k, masked, a, b, mask, complement):
+    """``(method, costs)`` for ``C<M> = A B``: the heuristic of ``method=None``.
 
     Complemented masks (and no mask) use the two-pass Gustavson kernel:
     ``("gustavson", None)``.  Otherwise both one-pass methods are costed per
@@ -643,27 +645,69 @@ def choose_spgemm_method(k, masked, a, b, mask, complement, b_sorted=None):
     lengths of ``A(i, :)`` and ``B(:, j)`` (merge: their sum; galloping: the
     shorter times a log) plus ``nnz(B)`` for ``Bᵀ``.  Dot needs operands with
     strictly increasing rows and is chosen when its estimate is below
-    :data:`DOT_RATIO` times saxpy's.
+    :data:`DOT_RATIO` times saxpy's.  ``costs`` is ``(rows, cum)``: cumulative
+    costs ``cum`` at the row bounds ``rows`` (the saxpy's, at the chunks of
+    :func:`_saxpy_chunks`; the dot method's, ``rows=None``, at every row).
+    :func:`_spgemm_mask_bounded` reaches the same decision, mostly without
+    costing anything (see there).
     """
     if mask is None or complement:
         return "gustavson", None
-    b_sorted = _canonical(k, b) if b_sorted is None else b_sorted
-    sax = _cum_costs(k, masked.saxpy_row_costs, a.shape[0], a.nnz, a.indptr, a.indices,
-                     b.indptr, mask.indptr)
+    rows = _saxpy_chunks(k, a)
+    sax = _saxpy_costs(k, masked, a, b, mask, rows)
+    method, dot = _choose_by_cost(k, masked, a, b, mask, int(sax[-1]), _canonical(k, b))
+    return method, ((rows, sax) if dot is None else (None, dot))
+
+
+def _choose_by_cost(k, masked, a, b, mask, sax_total, b_sorted):
+    """``("gustavson", None)`` or ``("dot", its cumulative row costs)``, given the saxpy's
+    estimated steps ``sax_total`` (:func:`choose_spgemm_method`)."""
     if not (b_sorted and (a is b or _canonical(k, a))):
-        return "gustavson", sax
+        return "gustavson", None
     # dot's estimate is at least one step per row and per mask entry: when even that
     # bound loses, skip costing it (a road network's triangles: half the call's time)
-    if a.shape[0] + mask.nnz + b.nnz >= DOT_RATIO * int(sax[-1]):
-        return "gustavson", sax
+    if a.shape[0] + mask.nnz + b.nnz >= DOT_RATIO * sax_total:
+        return "gustavson", None
     bt_len = np.bincount(np.asarray(b.indices), minlength=b.shape[1])
-    limit = math.ceil(DOT_RATIO * int(sax[-1])) - b.nnz    # dot wins below this
+    limit = math.ceil(DOT_RATIO * sax_total) - b.nnz    # dot wins below this
     with _threads(k, STEP_FLOPS * (a.shape[0] + mask.nnz)):
         # the same decision as costing every row, usually after a fraction of them
         if masked.dot_cost_reaches(a.indptr, bt_len, mask.indptr, mask.indices, limit, 16):
-            return "gustavson", sax
+            return "gustavson", None
     return "dot", _cum_costs(k, masked.dot_row_costs, a.shape[0], mask.nnz, a.indptr, bt_len,
                              mask.indptr, mask.indices)
+
+
+def _saxpy_budget(a, b, mask):
+    """The largest saxpy cost at which :func:`_choose_by_cost` picks saxpy from its lower
+    bound on dot's cost alone, without costing dot."""
+    dot_lb = a.shape[0] + mask.nnz + b.nnz
+    budget = math.floor(dot_lb / DOT_RATIO)
+    while budget > 0 and not dot_lb >= DOT_RATIO * budget:      # float rounding, either way
+        budget -= 1
+    while dot_lb >= DOT_RATIO * (budget + 1):
+        budget += 1
+    return budget
+
+
+#: Row chunks per thread of the masked saxpy (:func:`_saxpy_chunks`), taken dynamically:
+#: the kernel runs before any costing, so chunks of equal ``nnz(A) + rows`` are balanced
+#: by being many (power-law ``A @ A``: 1.15-1.2x over cost-balanced static chunks).
+SAXPY_CHUNKS = 32
+
+
+def _saxpy_chunks(k, a):
+    """The masked saxpy's row chunks (``bounds``): about equal ``nnz(A) + rows``."""
+    nchunks = max(1, min(SAXPY_CHUNKS * k["numba"].get_num_threads(), a.shape[0]))
+    return k["ops"].row_partition(a.indptr, nchunks)
+
+
+def _saxpy_costs(k, masked, a, b, mask, rows):
+    """The saxpy's cumulative estimated steps at the chunk bounds ``rows``."""
+    cum = np.empty(rows.size, dtype=np.int64)
+    with _threads(k, STEP_FLOPS * (a.indptr[rows[-1]] - a.indptr[rows[0]] + rows[-1] - rows[0])):
+        masked.saxpy_chunk_costs(a.indptr, a.indices, b.indptr, mask.indptr, rows, cum)
+    return cum
 
 
 #: A step of the masked kernels' cost model (a marker probe, an intersection step, a
@@ -691,50 +735,74 @@ def _balanced_bounds(cum, nparts):
 
 def _spgemm_mask_bounded(be, k, masked, a, b, mask, structure, method, add, mul):
     """``C<M> = A B`` for a mask without complement, in one pass (the mask bounds the
-    output): each row is written at its mask row's positions, then packed."""
+    output): each row is written at its mask row's positions, then packed.
+
+    With ``method=None`` the saxpy kernel runs first, optimistically, within the cost
+    at which the method choice picks it without costing the dot method
+    (:func:`_saxpy_budget`).  Only a product that exceeds it is costed, over the rows
+    the kernel has not done, and then either finished by saxpy or redone by dot: the
+    decision of :func:`choose_spgemm_method`, without its costing pass for most
+    products.
+    """
     m, n = a.shape[0], b.shape[1]
     dt = V.result_dtype(a.data, b.data)
-    b_sorted = _canonical(k, b)
-    if method is None:
-        method, costs = choose_spgemm_method(k, masked, a, b, mask, False, b_sorted)
-    elif method == "dot":
-        if not (b_sorted and _canonical(k, a)):
-            raise ValueError("spgemm_masked(method='dot') needs A and B with strictly increasing "
-                             "column indices in every row; use method='gustavson' or None")
-        bt_len = np.bincount(np.asarray(b.indices), minlength=b.shape[1])
-        costs = _cum_costs(k, masked.dot_row_costs, a.shape[0], mask.nnz, a.indptr, bt_len,
-                           mask.indptr, mask.indices)
-    else:
-        costs = _cum_costs(k, masked.saxpy_row_costs, a.shape[0], a.nnz, a.indptr, a.indices,
-                           b.indptr, mask.indptr)
     keep = _mask_keep(mask, structure)
-    work = STEP_FLOPS * int(costs[-1])
-    serial = work < SERIAL_WORK
-    bounds = _balanced_bounds(costs, 1 if serial else max(1, min(_nparts(k), m)))
     tmp_indices, tmp_data = empty_arrays((mask.nnz, mask.indices.dtype), (mask.nnz, dt))
     counts = np.empty(m, dtype=np.int64)
     ad = a.data.astype(dt, copy=False)
-    with _threads(k, work):
-        if method == "dot":
-            bt = be.transpose(b)
+    if method == "dot":
+        if not (_canonical(k, b) and _canonical(k, a)):
+            raise ValueError("spgemm_masked(method='dot') needs A and B with strictly increasing "
+                             "column indices in every row; use method='gustavson' or None")
+        bt_len = np.bincount(np.asarray(b.indices), minlength=b.shape[1])
+        dot = _cum_costs(k, masked.dot_row_costs, a.shape[0], mask.nnz, a.indptr, bt_len,
+                         mask.indptr, mask.indices)
+    else:
+        # the mask's rows are sorted by contract (``Backend.spgemm_masked``): a B that is
+        # the mask (triangle counting's L L .* L) needs no check
+        b_sorted = b is mask or _canonical(k, b)
+        bounds = _saxpy_chunks(k, a)
+        chunk_counts = np.empty(bounds.size - 1, dtype=np.int64)
+        saxpy = masked.masked_saxpy_kernel(add, mul)
+
+        def run_saxpy(first, work, budget):
+            nw = 1 if work < SERIAL_WORK else k["numba"].get_num_threads()
+            with _threads(k, work):
+                return saxpy(a.indptr, a.indices, ad, b.indptr, b.indices,
+                             b.data.astype(dt, copy=False), mask.indptr, mask.indices, keep,
+                             b_sorted, n, bounds, first, nw, budget, tmp_indices, tmp_data,
+                             counts, chunk_counts)
+
+        # an unsorted B rules the dot method out: no budget
+        budget = _saxpy_budget(a, b, mask) if method is None and b_sorted else -1
+        end, spent = run_saxpy(0, STEP_FLOPS * (m + mask.nnz + a.nnz), budget)
+        dot = None
+        if budget >= 0 and (end < bounds.size - 1 or spent > budget):
+            # over the budget: cost the rows not done, then choose
+            rest = _saxpy_costs(k, masked, a, b, mask, bounds[end:])
+            method, dot = _choose_by_cost(k, masked, a, b, mask, spent + int(rest[-1]),
+                                          b_sorted)
+            if dot is None and end < bounds.size - 1:
+                run_saxpy(end, STEP_FLOPS * int(rest[-1]), -1)
+    if dot is not None:
+        work = STEP_FLOPS * int(dot[-1])
+        bounds = _balanced_bounds(dot, 1 if work < SERIAL_WORK else max(1, min(_nparts(k), m)))
+        chunk_counts = np.empty(bounds.size - 1, dtype=np.int64)
+        bt = be.transpose(b)
+        with _threads(k, work):
             masked.masked_dot_kernel(add, mul)(
                 a.indptr, a.indices, ad, bt.indptr, bt.indices, bt.data.astype(dt, copy=False),
-                mask.indptr, mask.indices, keep, bounds, tmp_indices, tmp_data, counts)
-        else:
-            masked.masked_saxpy_kernel(add, mul)(
-                a.indptr, a.indices, ad, b.indptr, b.indices, b.data.astype(dt, copy=False),
-                mask.indptr, mask.indices, keep, b_sorted, n, bounds, tmp_indices,
-                tmp_data, counts)
-    indptr = np.zeros(m + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    nnz = int(indptr[-1])
+                mask.indptr, mask.indices, keep, bounds, tmp_indices, tmp_data, counts,
+                chunk_counts)
+    nnz = int(chunk_counts.sum())
     idt = V.index_dtype_for(nnz, (m, n), a.index_dtype, b.index_dtype)
-    if nnz == mask.nnz:
-        return LocalCSR(indptr.astype(idt), tmp_indices.astype(idt, copy=False), tmp_data,
-                        (m, n), check=None)
-    out_indptr = indptr.astype(idt, copy=False)
+    out_indptr = np.empty(m + 1, dtype=idt)
+    if nnz == mask.nnz:         # every allowed entry got a value: already packed
+        out_indptr[:] = mask.indptr
+        return LocalCSR(out_indptr, tmp_indices.astype(idt, copy=False), tmp_data, (m, n),
+                        check=None)
     out_indices, out_data = empty_arrays((nnz, idt), (nnz, dt))
-    with _threads(k, nnz):
-        masked.compact_rows(mask.indptr, counts, tmp_indices, tmp_data, out_indptr, out_indices,
-                            out_data)
+    with _threads(k, m + nnz):
+        masked.pack_rows(mask.indptr, counts, bounds, chunk_counts, tmp_indices, tmp_data,
+                         out_indptr, out_indices, out_data)
     return LocalCSR(out_indptr, out_indices, out_data, (m, n), check=None)
