@@ -174,7 +174,7 @@ class Backend(ABC):
 
         ``mask`` is a :class:`LocalCSR` of the output's shape with sorted,
         duplicate-free rows (or ``None``: no mask; the kernels rely on the order,
-        and take a ``b`` that is the mask object as sorted too); ``structure`` allows its
+        and take a ``b`` sharing the mask's index arrays as sorted too); ``structure`` allows its
         stored entries, else its non-zero ones; ``complement`` inverts.  The
         result holds exactly the allowed entries of the structural product,
         sorted.  This default is the host reference (compute everything,

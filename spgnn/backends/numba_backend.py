@@ -758,9 +758,10 @@ def _spgemm_mask_bounded(be, k, masked, a, b, mask, structure, method, add, mul)
         dot = _cum_costs(k, masked.dot_row_costs, a.shape[0], mask.nnz, a.indptr, bt_len,
                          mask.indptr, mask.indices)
     else:
-        # the mask's rows are sorted by contract (``Backend.spgemm_masked``): a B that is
-        # the mask (triangle counting's L L .* L) needs no check
-        b_sorted = b is mask or _canonical(k, b)
+        # the mask's rows are sorted by contract (``Backend.spgemm_masked``): a B with the
+        # mask's structure (triangle counting's L L .* L) needs no check
+        b_sorted = ((b.indptr is mask.indptr and b.indices is mask.indices)
+                    or _canonical(k, b))
         bounds = _saxpy_chunks(k, a)
         chunk_counts = np.empty(bounds.size - 1, dtype=np.int64)
         saxpy = masked.masked_saxpy_kernel(add, mul)

@@ -44,8 +44,10 @@ _MPI_MONOIDS = ("plus", "min", "max", "times")
 # -- host blocks --------------------------------------------------------------------------
 def host_csr(be, loc) -> LocalCSR:
     """A :class:`LocalCSR` of host arrays (``loc`` itself on a host backend)."""
-    return LocalCSR(*(np.asarray(be.to_host(t)) for t in (loc.indptr, loc.indices, loc.data)),
-                    loc.shape, check=None)
+    arrays = [np.asarray(be.to_host(t)) for t in (loc.indptr, loc.indices, loc.data)]
+    if all(h is t for h, t in zip(arrays, (loc.indptr, loc.indices, loc.data))):
+        return loc
+    return LocalCSR(*arrays, loc.shape, check=None)
 
 
 def local_coo(loc):
