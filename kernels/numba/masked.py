@@ -372,8 +372,9 @@ def masked_saxpy_kernel(add, mul):
     out_indices, out_data, counts, chunk_counts)``.  The mask bounds the output,
     so no symbolic pass is needed: row ``i`` is written at the mask row's own
     positions (``out_*[m_indptr[i]:]``, in mask order, so sorted) with its count
-    in ``counts[i]``, and chunk ``p``'s total in ``chunk_counts[p]``
-    (:func:`pack_rows` packs them).  Row ``i`` marks its allowed columns in
+    in ``counts[i]`` (the caller passes the output's row pointers from their second
+    entry), and chunk ``p``'s total in ``chunk_counts[p]`` (:func:`pack_rows` packs
+    them).  Row ``i`` marks its allowed columns in
     a per-worker byte marker that the row clears as it emits;
     for each ``A(i, k)`` it scans ``B(k, :)``, or -- ``B``'s rows sorted and
     ``B(k, :)`` longer than :data:`SEARCH_RATIO` times the allowed columns --
@@ -483,12 +484,12 @@ def gustavson_flops(a_indptr, a_indices, b_indptr):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def pack_rows(src_indptr, counts, bounds, chunk_counts, src_indices, src_data, out_indptr,
-              out_indices, out_data):
-    """Pack a padded CSR -- row ``i``'s ``counts[i]`` entries at ``src_indptr[i]`` -- into
-    ``out_indptr``/``out_indices``/``out_data``, in parallel over the row chunks
-    ``bounds`` whose totals are ``chunk_counts`` (the masked kernels' outputs): one pass
-    builds the row pointers and copies the entries."""
+def pack_rows(src_indptr, bounds, chunk_counts, src_indices, src_data, out_indptr, out_indices,
+              out_data):
+    """Pack a padded CSR -- row ``i``'s entries at ``src_indptr[i]``, their count in
+    ``out_indptr[i + 1]`` (where the masked kernels write it) -- into ``out_indices`` /
+    ``out_data``, turning the counts into row pointers in place.  In parallel over the row
+    chunks ``bounds`` whose totals are ``chunk_counts``: one pass over the rows."""
     nchunks = bounds.shape[0] - 1
     offsets = np.empty(nchunks, dtype=np.int64)
     d = 0
@@ -499,7 +500,7 @@ def pack_rows(src_indptr, counts, bounds, chunk_counts, src_indices, src_data, o
     for p in numba.prange(nchunks):
         d = offsets[p]
         for i in range(bounds[p], bounds[p + 1]):
-            s, c = src_indptr[i], counts[i]
+            s, c = src_indptr[i], np.int64(out_indptr[i + 1])
             for q in range(c):
                 out_indices[d + q] = src_indices[s + q]
                 out_data[d + q] = src_data[s + q]

@@ -748,7 +748,12 @@ def _spgemm_mask_bounded(be, k, masked, a, b, mask, structure, method, add, mul)
     dt = V.result_dtype(a.data, b.data)
     keep = _mask_keep(mask, structure)
     tmp_indices, tmp_data = empty_arrays((mask.nnz, mask.indices.dtype), (mask.nnz, dt))
-    counts = np.empty(m, dtype=np.int64)
+    # the kernels write each row's count where its row pointer will be; the mask bounds
+    # the output, so its index dtype holds the result (narrowed below if it can be)
+    out_indptr = np.empty(m + 1, dtype=V.index_dtype_for(mask.nnz, (m, n), a.index_dtype,
+                                                         b.index_dtype))
+    out_indptr[0] = 0
+    counts = out_indptr[1:]
     ad = a.data.astype(dt, copy=False)
     if method == "dot":
         if not (_canonical(k, b) and _canonical(k, a)):
@@ -781,8 +786,7 @@ def _spgemm_mask_bounded(be, k, masked, a, b, mask, structure, method, add, mul)
         if budget >= 0 and (end < bounds.size - 1 or spent > budget):
             # over the budget: cost the rows not done, then choose
             rest = _saxpy_costs(k, masked, a, b, mask, bounds[end:])
-            method, dot = _choose_by_cost(k, masked, a, b, mask, spent + int(rest[-1]),
-                                          b_sorted)
+            _, dot = _choose_by_cost(k, masked, a, b, mask, spent + int(rest[-1]), b_sorted)
             if dot is None and end < bounds.size - 1:
                 run_saxpy(end, STEP_FLOPS * int(rest[-1]), -1)
     if dot is not None:
@@ -797,13 +801,13 @@ def _spgemm_mask_bounded(be, k, masked, a, b, mask, structure, method, add, mul)
                 chunk_counts)
     nnz = int(chunk_counts.sum())
     idt = V.index_dtype_for(nnz, (m, n), a.index_dtype, b.index_dtype)
-    out_indptr = np.empty(m + 1, dtype=idt)
     if nnz == mask.nnz:         # every allowed entry got a value: already packed
         out_indptr[:] = mask.indptr
-        return LocalCSR(out_indptr, tmp_indices.astype(idt, copy=False), tmp_data, (m, n),
-                        check=None)
+        return LocalCSR(out_indptr.astype(idt, copy=False), tmp_indices.astype(idt, copy=False),
+                        tmp_data, (m, n), check=None)
     out_indices, out_data = empty_arrays((nnz, idt), (nnz, dt))
     with _threads(k, m + nnz):
-        masked.pack_rows(mask.indptr, counts, bounds, chunk_counts, tmp_indices, tmp_data,
-                         out_indptr, out_indices, out_data)
-    return LocalCSR(out_indptr, out_indices, out_data, (m, n), check=None)
+        masked.pack_rows(mask.indptr, bounds, chunk_counts, tmp_indices, tmp_data, out_indptr,
+                         out_indices, out_data)
+    return LocalCSR(out_indptr.astype(idt, copy=False), out_indices, out_data, (m, n),
+                    check=None)

@@ -76,7 +76,7 @@ def test_optimistic_saxpy_stops_past_its_budget_and_resumes(m, k, n, density, dm
 
     def fresh():
         return (np.full(mask.nnz, -1, mask.indices.dtype), np.zeros(mask.nnz),
-                np.full(m, -1, np.int64), np.full(bounds.size - 1, -1, np.int64))
+                np.full(m, -1, mask.indices.dtype), np.full(bounds.size - 1, -1, np.int64))
 
     full = fresh()
     assert run(0, int(sax[-1]), full) == (bounds.size - 1, sax[-1])
