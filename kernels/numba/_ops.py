@@ -132,6 +132,19 @@ def row_partition(indptr, nparts):
 
 
 @numba.njit(cache=True, nogil=True)
+def chunk_starts(chunk_counts):
+    """Where each chunk's output starts: the exclusive prefix sum of ``chunk_counts``
+    (int64).  Kernels that count per row chunk and then fill each chunk in parallel
+    (band select, the masked kernels' packing) place chunk ``c`` here."""
+    starts = np.empty(chunk_counts.shape[0], dtype=np.int64)
+    d = 0
+    for c in range(chunk_counts.shape[0]):
+        starts[c] = d
+        d += chunk_counts[c]
+    return starts
+
+
+@numba.njit(cache=True, nogil=True)
 def clamp_parts(nparts, nrows):
     """``nparts`` clamped to ``[min(1, nrows), nrows]``: never an empty chunk list for rows.
 

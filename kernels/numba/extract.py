@@ -20,6 +20,8 @@ for a memory-bound O(nnz) loop.
 import numba
 import numpy as np
 
+from ._ops import chunk_starts
+
 __all__ = ["csr_extract_rows_indptr", "csr_extract_rows", "csr_extract_cols_indptr",
            "csr_extract_cols", "csr_transpose", "BAND_KINDS", "csr_band_counts", "csr_band"]
 
@@ -197,14 +199,9 @@ def csr_band(indptr, indices, data, kind, offset, bounds, chunk_counts, out_indp
     storage order (a filter: sorted rows stay sorted), and its row pointers: chunk ``c``
     starts after the entries of the chunks before it, so no pass over the rows is
     serial.  Chunks in parallel.  Cost O(nnz + m)."""
-    nchunks = bounds.shape[0] - 1
-    starts = np.empty(nchunks, dtype=np.int64)
-    d = 0
-    for c in range(nchunks):
-        starts[c] = d
-        d += chunk_counts[c]
+    starts = chunk_starts(chunk_counts)
     out_indptr[0] = 0
-    for c in numba.prange(nchunks):
+    for c in numba.prange(bounds.shape[0] - 1):
         dst = starts[c]
         for i in range(bounds[c], bounds[c + 1]):
             lo, hi, inside = _band(kind, np.int64(i), offset)

@@ -33,12 +33,12 @@ import sys
 import numba
 import numpy as np
 
-from ._ops import atomic_fetch_add, atomic_load, row_partition, wait_for_chunks
+from ._ops import atomic_fetch_add, atomic_load, chunk_starts, row_partition, wait_for_chunks
 from .opcache import specialise
 
-__all__ = ["masked_spgemm_kernels", "masked_saxpy_kernel", "saxpy_row_costs", "saxpy_chunk_costs", "masked_dot_kernel", "dot_row_costs",
-           "dot_cost_reaches", "gustavson_flops",
-           "pack_rows", "map_binary_kernel", "map_unary_kernel",
+__all__ = ["masked_spgemm_kernels", "masked_saxpy_kernel", "saxpy_row_costs",
+           "saxpy_chunk_costs", "masked_dot_kernel", "dot_row_costs", "dot_cost_reaches",
+           "gustavson_flops", "pack_rows", "map_binary_kernel", "map_unary_kernel",
            "map_indexed_kernel", "reduce_rows_kernel"]
 
 
@@ -490,15 +490,10 @@ def pack_rows(src_indptr, bounds, chunk_counts, src_indices, src_data, out_indpt
     ``out_indptr[i + 1]`` (where the masked kernels write it) -- into ``out_indices`` /
     ``out_data``, turning the counts into row pointers in place.  In parallel over the row
     chunks ``bounds`` whose totals are ``chunk_counts``: one pass over the rows."""
-    nchunks = bounds.shape[0] - 1
-    offsets = np.empty(nchunks, dtype=np.int64)
-    d = 0
-    for p in range(nchunks):
-        offsets[p] = d
-        d += chunk_counts[p]
+    starts = chunk_starts(chunk_counts)
     out_indptr[0] = 0
-    for p in numba.prange(nchunks):
-        d = offsets[p]
+    for p in numba.prange(bounds.shape[0] - 1):
+        d = starts[p]
         for i in range(bounds[p], bounds[p + 1]):
             s, c = src_indptr[i], np.int64(out_indptr[i + 1])
             for q in range(c):
