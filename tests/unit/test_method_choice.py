@@ -39,7 +39,7 @@ def test_choice_equals_costing_every_row(m, k, n, da, db, dm, seed):
     if want == "dot":
         assert rows is None
         np.testing.assert_array_equal(cum, dot)
-    else:       # the plan's chunk costs are the row costs summed between its bounds
+    else:       # the saxpy chunks' costs are the row costs summed between their bounds
         assert rows[0] == 0 and rows[-1] == m and np.all(np.diff(rows) >= 0)
         np.testing.assert_array_equal(cum, sax[rows])
     for limit in (0, 1, int(dot[-1]), int(dot[-1]) + 1):
