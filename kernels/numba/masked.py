@@ -313,9 +313,9 @@ def _saxpy_row(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, m_indpt
             nm += 1
             mmin = min(mmin, j)
             mmax = max(mmax, j)
-    if nm == 0:
-        return 0, _saxpy_row_cost(a_indptr, a_indices, b_indptr, m_indptr, i)
     nmr = np.int64(m1 - m0)     # the cost model counts every mask entry
+    if nmr == 0:
+        return 0, np.int64(1)
     cost = 1 + nmr
     for ea in range(a_indptr[i], a_indptr[i + 1]):
         k = a_indices[ea]
@@ -323,6 +323,8 @@ def _saxpy_row(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, m_indpt
         b0, b1 = b_indptr[k], b_indptr[k + 1]
         lb = np.int64(b1 - b0)
         cost += lb if lb <= SEARCH_RATIO * nmr else _search_cost(lb, nmr)
+        if nm == 0:
+            continue            # a value mask row with no allowed entry: costed only
         if b_sorted and b1 - b0 > SEARCH_RATIO * nm:
             p = b0
             for e in range(m0, m1):
@@ -353,14 +355,15 @@ def _saxpy_row(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, m_indpt
                     marker[j] = 2
                     acc[j] = MUL(av, b_data[eb])
     c = 0
-    for e in range(m0, m1):
-        if m_keep[e]:
-            j = m_indices[e]
-            if marker[j] == 2:
-                out_indices[m0 + c] = j
-                out_data[m0 + c] = acc[j]
-                c += 1
-            marker[j] = 0      # cleared: a repeated mask column is not emitted twice
+    if nm > 0:
+        for e in range(m0, m1):
+            if m_keep[e]:
+                j = m_indices[e]
+                if marker[j] == 2:
+                    out_indices[m0 + c] = j
+                    out_data[m0 + c] = acc[j]
+                    c += 1
+                marker[j] = 0      # cleared: a repeated mask column is not emitted twice
     return c, cost
 
 
