@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import DimensionMismatch
 from .layers import Dropout, Layer
-from .models import Sequential
+from .models import BasicGNN
 from .params import Parameter, glorot, zeros_init
 
 __all__ = ["GATConv", "ELU", "GAT"]
@@ -161,7 +161,7 @@ class ELU(Layer):
         return dH.like(np.where(self._neg, dH.local * (self._em1 + 1), dH.local))
 
 
-class GAT(Sequential):
+class GAT(BasicGNN):
     """The GAT of Veličković et al. on Cora: ``dropout → GATConv(heads, concat) → ELU → dropout
     → GATConv(1 head, average)``, repeated ``layers - 1`` times before the output layer.
 
@@ -176,21 +176,23 @@ class GAT(Sequential):
         On every layer's input and on the attention coefficients.
     """
 
+    conv_type = GATConv
+
     def __init__(self, in_dim, hidden, out_dim, *, heads=8, out_heads=1, layers=2, dropout=0.6,
                  seed=0, negative_slope=0.2):
-        if layers < 1:
-            raise ValueError(f"GAT: layers must be >= 1, but got {layers}")
-        mods, width = [], in_dim
-        for i in range(layers - 1):
-            conv = GATConv(width, hidden, heads=heads, concat=True, dropout=dropout, seed=seed,
-                           index=i, negative_slope=negative_slope)
-            mods += [Dropout(dropout), conv, ELU()]
-            width = conv.output_dim
-        mods += [Dropout(dropout), GATConv(width, out_dim, heads=out_heads, concat=False,
-                                           dropout=dropout, seed=seed, index=layers - 1,
-                                           negative_slope=negative_slope)]
-        super().__init__(*mods)
-        self.seed = int(seed)
+        self.heads, self.out_heads, self.negative_slope = heads, out_heads, negative_slope
+        super().__init__(in_dim, hidden, out_dim, layers, dropout=dropout, seed=seed)
+
+    def init_conv(self, in_dim, out_dim, index, last):
+        return GATConv(in_dim, out_dim, heads=self.out_heads if last else self.heads,
+                       concat=not last, dropout=self.dropout, seed=self.seed, index=index,
+                       negative_slope=self.negative_slope)
+
+    def before_conv(self, index):
+        return [Dropout(self.dropout)]
+
+    def after_conv(self, index, conv):
+        return [ELU()]
 
     def param_groups(self, weight_decay=5e-4):
         """One optimizer group: L2 ``weight_decay`` on every parameter (as PyG's GAT example)."""

@@ -1,4 +1,12 @@
-"""Containers and models: ``Sequential``, ``GCN``, ``GraphSAGE``, ``FullBatchSAGE``."""
+"""Containers and models: ``Sequential``, the ``BasicGNN`` base, ``GCN``, ``GraphSAGE``, ``FullBatchSAGE``.
+
+Every model is a :class:`BasicGNN`: a stack of ``layers`` graph convolutions
+``in_dim -> hidden -> ... -> hidden -> out_dim`` with the same frame (seed,
+dropout check, ``dims``, ``convs``); a model says only what differs, as PyG's
+``BasicGNN`` subclasses do: :meth:`BasicGNN.init_conv` (its convolution) and
+the layers around each convolution (:meth:`BasicGNN.before_conv`,
+:meth:`BasicGNN.after_conv`, :meth:`BasicGNN.head`), plus its optimizer groups.
+"""
 
 import numpy as np
 
@@ -6,7 +14,7 @@ from ..errors import DimensionMismatch
 from ..layout import Layout
 from .layers import Dropout, GCNConv, Layer, LayerNorm, ReLU, SAGEConv
 
-__all__ = ["Sequential", "GCN", "GraphSAGE", "FullBatchSAGE"]
+__all__ = ["Sequential", "BasicGNN", "GCN", "GraphSAGE", "FullBatchSAGE"]
 
 
 class Sequential(Layer):
@@ -139,12 +147,90 @@ class Sequential(Layer):
         return f"{type(self).__name__}({inner})"
 
 
-class GCN(Sequential):
+class BasicGNN(Sequential):
+    """``layers`` graph convolutions made by :meth:`init_conv`, with the model's layers around them.
+
+    The stack is ``head() + [before_conv(k), conv_k, after_conv(k, conv_k)]``
+    for ``k < layers - 1``, then ``before_conv(last), conv_last``: the last
+    convolution returns logits.  Layer positions key the dropout masks, so a
+    subclass keeps its stack's shape fixed for given arguments.  Local.
+
+    Parameters
+    ----------
+    in_dim, hidden, out_dim : int
+    layers : int (>= 1)
+    dropout : float in [0, 1)
+    seed : int
+        Initialisation seed; the trainer also keys the dropout masks by it.
+
+    Attributes
+    ----------
+    dims : list of int
+        ``[in_dim, hidden, ..., hidden, out_dim]`` (one entry per convolution
+        boundary; a convolution may widen its output, as GAT's heads do).
+    conv_type : type
+        The class :attr:`convs` collects.
+    """
+
+    conv_type = Layer
+
+    def __init__(self, in_dim, hidden, out_dim, layers, *, dropout=0.0, seed=0):
+        name = type(self).__name__
+        layers = int(layers)
+        if layers < 1:
+            raise ValueError(f"{name}: layers must be at least 1, but got {layers}")
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"{name}: dropout must lie in [0, 1), but got {dropout}")
+        self.dropout, self.seed = float(dropout), int(seed)
+        self.dims = [int(in_dim)] + [int(hidden)] * (layers - 1) + [int(out_dim)]
+        mods, width = list(self.head()), self.dims[0]
+        for k in range(layers):
+            last = k == layers - 1
+            mods += self.before_conv(k)
+            conv = self.init_conv(width, self.dims[k + 1], k, last)
+            mods.append(conv)
+            if not last:
+                mods += self.after_conv(k, conv)
+            width = getattr(conv, "output_dim", self.dims[k + 1])
+        super().__init__(*mods)
+
+    # ----------------------------------------------------- what a model says
+    def init_conv(self, in_dim, out_dim, index, last):
+        """The ``index``-th convolution (``last``: the output layer). Subclasses override it."""
+        raise NotImplementedError(f"{type(self).__name__}.init_conv")
+
+    def head(self):
+        """Layers before the first convolution's ``before_conv`` (default none)."""
+        return []
+
+    def before_conv(self, index):
+        """Layers in front of convolution ``index`` (default none)."""
+        return []
+
+    def after_conv(self, index, conv):
+        """Layers after hidden convolution ``index`` (default none)."""
+        return []
+
+    # ------------------------------------------------------------ shared
+    @property
+    def convs(self):
+        return [m for m in self.layers if isinstance(m, self.conv_type)]
+
+    def _weights_groups(self, weights, weight_decay):
+        """Two optimizer groups: L2 ``weight_decay`` on ``weights``, none on the rest."""
+        mine = {id(p) for p in weights}
+        rest = [p for p in self.parameters() if id(p) not in mine]
+        return [{"params": list(weights), "weight_decay": float(weight_decay)},
+                {"params": rest, "weight_decay": 0.0}]
+
+
+class GCN(BasicGNN):
     """Kipf & Welling's GCN: ``[Dropout, GCNConv, ReLU] * (layers-1), Dropout, GCNConv``.
 
     Dropout is applied to every convolution's input (the features too), as in
-    the reference implementation; no bias by default (``bias=False``, as in
-    Kipf's code).  Weights are Glorot-uniform from ``(seed, layer index)``.
+    the reference implementation (no dropout layer at all when ``dropout`` is
+    0); no bias by default (``bias=False``, as in Kipf's code).  Weights are
+    Glorot-uniform from ``(seed, layer index)``.
 
     Parameters
     ----------
@@ -160,35 +246,29 @@ class GCN(Sequential):
         Passed to every :class:`GCNConv`.
     """
 
+    conv_type = GCNConv
+
     def __init__(self, in_dim, hidden, out_dim, layers=2, dropout=0.5, seed=0, *, bias=False,
                  order="auto"):
-        if int(layers) < 1:
-            raise ValueError(f"GCN: layers must be at least 1, but got {layers}")
-        dims = [int(in_dim)] + [int(hidden)] * (int(layers) - 1) + [int(out_dim)]
-        mods = []
-        for k in range(int(layers)):
-            if dropout:
-                mods.append(Dropout(dropout))
-            mods.append(GCNConv(dims[k], dims[k + 1], bias=bias, seed=seed, index=k, order=order))
-            if k < int(layers) - 1:
-                mods.append(ReLU())
-        super().__init__(*mods)
-        self.seed = int(seed)
-        self.dims = dims
+        self.bias, self.order = bool(bias), order
+        super().__init__(in_dim, hidden, out_dim, layers, dropout=dropout, seed=seed)
 
-    @property
-    def convs(self):
-        return [m for m in self.layers if isinstance(m, GCNConv)]
+    def init_conv(self, in_dim, out_dim, index, last):
+        return GCNConv(in_dim, out_dim, bias=self.bias, seed=self.seed, index=index,
+                       order=self.order)
+
+    def before_conv(self, index):
+        return [Dropout(self.dropout)] if self.dropout else []
+
+    def after_conv(self, index, conv):
+        return [ReLU()]
 
     def param_groups(self, weight_decay=5e-4):
         """Optimizer groups with L2 ``weight_decay`` on the first convolution's weight only (Kipf)."""
-        first = [self.convs[0].weight]
-        rest = [p for p in self.parameters() if p is not self.convs[0].weight]
-        return [{"params": first, "weight_decay": weight_decay},
-                {"params": rest, "weight_decay": 0.0}]
+        return self._weights_groups([self.convs[0].weight], weight_decay)
 
 
-class GraphSAGE(Sequential):
+class GraphSAGE(BasicGNN):
     """``layers`` × :class:`~spgnn.gnn.layers.SAGEConv` (mean), ReLU and dropout between them.
 
     ``in_dim -> hidden -> ... -> hidden -> out_dim``:
@@ -202,7 +282,7 @@ class GraphSAGE(Sequential):
     One model for both contexts: on a :class:`~spgnn.gnn.context.BlockContext`
     (sampled minibatches, one hop per convolution) and on a
     :class:`~spgnn.gnn.context.GraphContext` over a graph distributed with
-    ``aggregation="mean"`` (full-batch training, full-neighbourhood
+    ``adjacency="mean"`` (full-batch training, full-neighbourhood
     evaluation).
 
     Parameters
@@ -218,29 +298,24 @@ class GraphSAGE(Sequential):
     (``"0.w_self"``, ``"0.w_neigh"``, ``"0.bias"``, ...).
     """
 
+    conv_type = SAGEConv
+
     def __init__(self, in_dim, hidden, out_dim, layers=3, dropout=0.5, seed=0, *, bias=True,
                  input_dropout=0.0):
-        layers = int(layers)
-        if layers < 1:
-            raise ValueError(f"GraphSAGE: layers must be at least 1, but got {layers}")
-        for name, p in (("dropout", dropout), ("input_dropout", input_dropout)):
-            if not 0.0 <= float(p) < 1.0:
-                raise ValueError(f"GraphSAGE: {name} must lie in [0, 1), but got {p}")
-        dims = [int(in_dim)] + [int(hidden)] * (layers - 1) + [int(out_dim)]
-        mods = [Dropout(input_dropout)]
-        for k in range(layers):
-            mods.append(SAGEConv(dims[k], dims[k + 1], bias=bias, seed=seed, index=k))
-            if k < layers - 1:
-                mods += [ReLU(), Dropout(dropout)]
-        super().__init__(*mods)
-        self.dims = dims
-        self.dropout = float(dropout)
-        self.input_dropout = float(input_dropout)
-        self.seed = int(seed)
+        if not 0.0 <= float(input_dropout) < 1.0:
+            raise ValueError(f"GraphSAGE: input_dropout must lie in [0, 1), but got "
+                             f"{input_dropout}")
+        self.bias, self.input_dropout = bool(bias), float(input_dropout)
+        super().__init__(in_dim, hidden, out_dim, layers, dropout=dropout, seed=seed)
 
-    @property
-    def convs(self):
-        return [m for m in self.layers if isinstance(m, SAGEConv)]
+    def init_conv(self, in_dim, out_dim, index, last):
+        return SAGEConv(in_dim, out_dim, bias=self.bias, seed=self.seed, index=index)
+
+    def head(self):
+        return [Dropout(self.input_dropout)]
+
+    def after_conv(self, index, conv):
+        return [ReLU(), Dropout(self.dropout)]
 
     @property
     def num_layers(self) -> int:
@@ -265,7 +340,7 @@ class GraphSAGE(Sequential):
                 f"seed={self.seed})")
 
 
-class FullBatchSAGE(Sequential):
+class FullBatchSAGE(BasicGNN):
     """Paper 004's model (SuperGCN): full-batch GraphSAGE-mean with LayerNorm.
 
     ``[SAGEConv, Dropout, LayerNorm, ReLU] * (layers-1), SAGEConv``: each
@@ -275,9 +350,9 @@ class FullBatchSAGE(Sequential):
     convolution is ``h_v·W_self + mean_{u ∈ N(v)} h_u·W_neigh + b``
     (:class:`~spgnn.gnn.layers.SAGEConv`): on a
     :class:`~spgnn.gnn.data.DistGraph` distributed with
-    ``aggregation="mean"`` the mean is one distributed SpMM with ``D⁻¹A``
+    ``adjacency="mean"`` the mean is one distributed SpMM with ``D⁻¹A``
     (no self-loops, ``deg`` the global in-degree, clamped to >= 1), so the
-    pre/post/hybrid and quantized exchanges (:mod:`spgnn.gnn.compression`)
+    pre/post/hybrid and quantized exchanges of a ``1d-aware`` placement
     apply to it unchanged: messages are the layer's *input* rows (aggregate
     first), forward and backward.  Every dropout layer is present even with
     ``p = 0`` (positions, hence dropout keys, do not depend on the rate).
@@ -297,31 +372,19 @@ class FullBatchSAGE(Sequential):
     LayerNorm's ``γ`` / ``β``), ...
     """
 
-    def __init__(self, in_dim, hidden, out_dim, layers=3, dropout=0.5, seed=0, *, bias=True):
-        layers = int(layers)
-        if layers < 1:
-            raise ValueError(f"FullBatchSAGE: layers must be at least 1, but got {layers}")
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(f"FullBatchSAGE: dropout must lie in [0, 1), but got {dropout}")
-        dims = [int(in_dim)] + [int(hidden)] * (layers - 1) + [int(out_dim)]
-        mods = []
-        for k in range(layers):
-            mods.append(SAGEConv(dims[k], dims[k + 1], bias=bias, seed=seed, index=k))
-            if k < layers - 1:
-                mods += [Dropout(dropout), LayerNorm(dims[k + 1]), ReLU()]
-        super().__init__(*mods)
-        self.dims = dims
-        self.dropout = float(dropout)
-        self.seed = int(seed)
+    conv_type = SAGEConv
 
-    @property
-    def convs(self):
-        return [m for m in self.layers if isinstance(m, SAGEConv)]
+    def __init__(self, in_dim, hidden, out_dim, layers=3, dropout=0.5, seed=0, *, bias=True):
+        self.bias = bool(bias)
+        super().__init__(in_dim, hidden, out_dim, layers, dropout=dropout, seed=seed)
+
+    def init_conv(self, in_dim, out_dim, index, last):
+        return SAGEConv(in_dim, out_dim, bias=self.bias, seed=self.seed, index=index)
+
+    def after_conv(self, index, conv):
+        return [Dropout(self.dropout), LayerNorm(conv.out_dim), ReLU()]
 
     def param_groups(self, weight_decay=0.0):
         """Optimizer groups: L2 ``weight_decay`` on the convolution weights only."""
-        ws = [p for c in self.convs for p in (c.w_self, c.w_neigh)]
-        mine = {id(p) for p in ws}
-        rest = [p for p in self.parameters() if id(p) not in mine]
-        return [{"params": ws, "weight_decay": float(weight_decay)},
-                {"params": rest, "weight_decay": 0.0}]
+        return self._weights_groups([p for c in self.convs for p in (c.w_self, c.w_neigh)],
+                                    weight_decay)
