@@ -1,10 +1,12 @@
 """The models the command line trains: one :class:`ModelSpec` per ``--model`` name.
 
-Adding a model is one class (a :class:`~spgnn.gnn.layers.Layer`, usually a
-:class:`~spgnn.gnn.models.Sequential`) plus one entry here: how to build it
-from the number of features, the number of classes and the options, which
-trainer runs it, and its defaults.  ``python -m spgnn train`` reads nothing
-else about a model.
+Adding a model is one class (a :class:`~spgnn.gnn.models.BasicGNN` that
+overrides ``init_conv``) plus one entry here: how to build it from the number
+of features, the number of classes and the run's
+:class:`~spgnn.gnn.config.TrainConfig`, how it trains, its defaults and the
+options only it reads (:class:`ModelOption`: the command line offers each as
+a flag and refuses it for other models).  ``python -m spgnn train`` reads
+nothing else about a model.
 """
 
 from dataclasses import dataclass, field
@@ -13,11 +15,40 @@ from typing import Callable
 from .gat import GAT
 from .models import GCN, FullBatchSAGE, GraphSAGE
 
-__all__ = ["ModelSpec", "MODELS", "TRAININGS"]
+__all__ = ["ModelSpec", "ModelOption", "MODELS", "TRAININGS"]
 
 #: How a model is trained: on the whole distributed graph (:class:`Trainer`)
 #: or on sampled minibatches (:class:`MinibatchTrainer`).
 TRAININGS = ("full-graph", "minibatch")
+
+
+@dataclass(frozen=True)
+class ModelOption:
+    """An option that only one model reads (GAT's ``heads``).
+
+    ``name`` is the :class:`~spgnn.gnn.config.TrainConfig` key and, with
+    dashes, the command's flag; ``kind`` converts the flag's text; a value
+    below ``minimum`` or not below ``below`` is refused, naming the flag.
+    """
+
+    name: str
+    kind: Callable
+    default: object
+    help: str
+    minimum: object = None
+    below: object = None
+
+    def check(self, value):
+        """Raise ValueError naming the flag when ``value`` is out of range. Local."""
+        if self.below is not None and not (self.minimum or 0) <= value < self.below:
+            raise ValueError(f"train: {self.flag} must lie in [{self.minimum or 0}, "
+                             f"{self.below}), but got {self.name}={value}")
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"train: {self.flag} must be >= {self.minimum}, but got {value}")
+
+    @property
+    def flag(self):
+        return "--" + self.name.replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -30,15 +61,17 @@ class ModelSpec:
         The ``--model`` name.
     help : str
         One line for ``--help``.
-    build : callable ``(num_features, num_classes, options) -> Layer``
-        ``options`` is a dict of the command's options (``hidden``,
-        ``layers``, ``dropout``, ``seed``, ``bias``, ``fanout``, ...).
+    build : callable ``(num_features, num_classes, config) -> Layer``
+        ``config`` is the run's :class:`~spgnn.gnn.config.TrainConfig`
+        (``hidden``, ``layers``, ``dropout``, ``seed``, ``bias``, ``fanout``,
+        and this model's own options through ``config.option(name)``).
     training : ``"full-graph"`` or ``"minibatch"``
     defaults : dict
-        Option values this model uses when the user gives none.
-    options : tuple of str
-        Options only this model's training reads (the command refuses them
-        for other models).
+        :class:`~spgnn.gnn.config.TrainConfig` values this model uses when
+        the user gives none (``epochs``, ``hidden``, ``dropout``, ``layers``).
+    options : tuple of ModelOption
+        Options only this model reads (the command offers them as flags and
+        refuses them for other models).
     checkpoint_format : str
         The ``format`` of its training checkpoints (a resume checks it);
         ``/2``: the layout of the one training loop (``trainer`` holds
@@ -68,28 +101,25 @@ class ModelSpec:
                              f"got {self.training!r}")
 
 
-def _gcn(num_features, num_classes, o):
-    return GCN(num_features, o["hidden"], num_classes, layers=o["layers"], dropout=o["dropout"],
-               seed=o["seed"], bias=o["bias"])
+def _gcn(num_features, num_classes, c):
+    return GCN(num_features, c.hidden, num_classes, layers=c.layers, dropout=c.dropout,
+               seed=c.seed, bias=c.bias)
 
 
-def _sage(num_features, num_classes, o):
-    return GraphSAGE(num_features, o["hidden"], num_classes, layers=len(o["fanout"]),
-                     dropout=o["dropout"], seed=o["seed"], input_dropout=o["input_dropout"])
+def _sage(num_features, num_classes, c):
+    return GraphSAGE(num_features, c.hidden, num_classes, layers=len(c.fanout),
+                     dropout=c.dropout, seed=c.seed, input_dropout=c.option("input_dropout"))
 
 
-def _sage_full(num_features, num_classes, o):
-    return FullBatchSAGE(num_features, o["hidden"], num_classes, layers=o["layers"],
-                         dropout=o["dropout"], seed=o["seed"])
+def _sage_full(num_features, num_classes, c):
+    return FullBatchSAGE(num_features, c.hidden, num_classes, layers=c.layers,
+                         dropout=c.dropout, seed=c.seed)
 
 
-def _gat(num_features, num_classes, o):
-    return GAT(num_features, o["hidden"], num_classes, heads=o["heads"], layers=o["layers"],
-               dropout=o["dropout"], seed=o["seed"])
+def _gat(num_features, num_classes, c):
+    return GAT(num_features, c.hidden, num_classes, heads=c.option("heads"), layers=c.layers,
+               dropout=c.dropout, seed=c.seed)
 
-
-#: The minibatch options (sampling, model selection) of ``--model sage``.
-MINIBATCH_OPTIONS = ("ladies_size", "input_dropout", "eval_every", "model_selection")
 
 MODELS = {
     "gcn": ModelSpec(
@@ -99,17 +129,19 @@ MODELS = {
     # Veličković et al.'s Cora setting: 8 heads x 8 hidden, dropout 0.6 (docs/gat.md)
     "gat": ModelSpec(
         "gat", "full-graph GAT (multi-head attention; --algo 1d or 1d-aware)", _gat,
-        "full-graph", defaults={"epochs": 200, "hidden": 8, "dropout": 0.6, "layers": 2,
-                                "heads": 8},
-        options=("heads",), checkpoint_format="spgnn-train-gat/2",
+        "full-graph", defaults={"epochs": 200, "hidden": 8, "dropout": 0.6, "layers": 2},
+        options=(ModelOption("heads", int, 8, "attention heads of the hidden layers "
+                                              "(default 8)", minimum=1),),
+        checkpoint_format="spgnn-train-gat/2",
         algorithms=("1d", "1d-aware")),     # the edge softmax needs whole rows per rank
     # input dropout, dropout 0.6 and model selection on the validation set
     # were chosen on Cora's validation accuracy (docs/sage_training.md)
     "sage": ModelSpec(
         "sage", "GraphSAGE (mean) on sampled minibatches", _sage, "minibatch",
-        defaults={"epochs": 50, "hidden": 64, "dropout": 0.6, "input_dropout": 0.5,
-                  "eval_every": 1, "model_selection": "best-val"},
-        options=MINIBATCH_OPTIONS, checkpoint_format="spgnn-train-sage/2"),
+        defaults={"epochs": 50, "hidden": 64, "dropout": 0.6},
+        options=(ModelOption("input_dropout", float, 0.5, "dropout on the input features "
+                                                          "(default 0.5)", below=1),),
+        checkpoint_format="spgnn-train-sage/2"),
     # paper 004's model (SuperGCN): 3 layers, hidden 256, dropout 0.5, lr 0.01
     # (its Table 3); conv -> dropout -> LayerNorm -> ReLU (docs/communication.md)
     "sage-full": ModelSpec(

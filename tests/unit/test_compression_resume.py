@@ -20,9 +20,7 @@ QUANT = ["--aggregation", "hybrid", "--quantize", "int2", "--label-prop", "0.5"]
 def _args(*argv):
     parser = argparse.ArgumentParser()
     cli_train.add_parser(parser.add_subparsers())
-    args = parser.parse_args(["train", *BASE, *argv])
-    cli_train.apply_model_defaults(args)
-    return args
+    return cli_train.config_from_args(parser.parse_args(["train", *BASE, *argv]))
 
 
 def _run(*argv):

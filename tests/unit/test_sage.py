@@ -241,18 +241,14 @@ def _sage_args(**kw):
         if v is None or v is False:
             continue
         argv += [f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
-    args = parser.parse_args(argv)
-    cli_train.apply_model_defaults(args)
-    return args
+    return cli_train.config_from_args(parser.parse_args(argv))
 
 
 def test_projected_features_are_standardised_not_renormalised():
     """``feature_dim``: projected columns have mean 0 and variance 1, and ``train`` hands
     them to the model as they are (row-normalising mixed-sign rows would divide by sums near 0:
     that made musae_facebook training collapse to one class)."""
-    from spgnn.cli.train import load_root
-
-    x = load_root(_sage_args(feature_dim=8)).features
+    x = _sage_args(feature_dim=8).load_graph().features
     assert x.shape[1] == 8
     np.testing.assert_allclose(x.mean(axis=0), 0, atol=1e-5)     # stored as float32
     np.testing.assert_allclose(x.std(axis=0), 1, atol=1e-5)
