@@ -2,7 +2,7 @@
 
 Every rank loads the graph (symmetrised, without self-loops, float64 values
 of 1), places it by whole rows (``Layout("row")``) and runs the algorithm of
-:mod:`spgnn.core.graph_algorithms`; rank 0 prints the result summary and the
+:mod:`spgnn.algorithms`; rank 0 prints the result summary and the
 ledger's bytes (all ranks, every collective of the algorithm).
 """
 
@@ -35,7 +35,7 @@ def run(args):
     import scipy.sparse as sp
 
     from spgnn import Communicator, DistSparseMatrix, Layout, grid_1d
-    from spgnn.core import graph_algorithms as G
+    from spgnn import algorithms as G
     from spgnn.io import load_adjacency
 
     adj, name = load_adjacency(args.graph)          # every rank, before MPI starts

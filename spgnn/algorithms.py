@@ -17,14 +17,14 @@ are ``n x 1`` :class:`DistSparseMatrix` in the adjacency's row split.
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import DimensionMismatch, LayoutMismatch
-from ..layout import Layout
-from ..local.ops import register_binary_op, register_unary_op
-from .algebra import apply, ewise_add, ewise_mult, reduce_rows, reduce_scalar, select
-from .dist_dense import DistDenseMatrix
-from .dist_sparse import DistSparseMatrix
-from .mxm import mxm, vxm
-from .spmm import spmm
+from .core.algebra import apply, ewise_add, ewise_mult, reduce_rows, reduce_scalar, select
+from .core.dist_dense import DistDenseMatrix
+from .core.dist_sparse import DistSparseMatrix
+from .core.mxm import mxm, vxm
+from .core.spmm import spmm
+from .errors import DimensionMismatch, LayoutMismatch
+from .layout import Layout
+from .local.ops import register_binary_op, register_unary_op
 
 __all__ = ["triangle_count", "bfs_levels", "sssp", "pagerank", "vector"]
 
