@@ -312,8 +312,7 @@ def _load_file(path: Path) -> tuple[dict, int]:
     except RecursionError:
         # json recurses per nesting level: a record nested past the interpreter's limit
         # is not one save_checkpoint wrote (its encoder recurses the same way)
-        raise CheckpointError(f"load_checkpoint: {label} has a structure record nested too "
-                              f"deeply to read (past Python's recursion limit)") from None
+        raise _too_deep(label) from None
     if not isinstance(structure, dict) or structure.get("format") != FORMAT:
         raise CheckpointError(f"load_checkpoint: {label} is not an spgnn checkpoint")
     if structure.get("version") != VERSION:
@@ -328,9 +327,13 @@ def _load_file(path: Path) -> tuple[dict, int]:
         raise CheckpointError(f"load_checkpoint: {label} has a malformed structure record "
                               f"({type(e).__name__}: {e})") from e
     except RecursionError:
-        raise CheckpointError(f"load_checkpoint: {label} has a structure record nested too "
-                              f"deeply to read (past Python's recursion limit)") from None
+        raise _too_deep(label) from None
     return state, step
+
+
+def _too_deep(label: str) -> CheckpointError:
+    return CheckpointError(f"load_checkpoint: {label} has a structure record nested too deeply "
+                           f"to read (past Python's recursion limit)")
 
 
 def load_checkpoint(directory, accept=None) -> tuple[dict, int]:
