@@ -25,7 +25,8 @@ def add_parser(sub):
     p.add_argument("--graph", required=True, help="dataset name, graph file or generator spec")
     p.add_argument("--source", type=int, default=0, help="source vertex of bfs/sssp (default 0)")
     p.add_argument("--backend", default=None, help="numpy or numba (default: the default backend)")
-    p.add_argument("--alpha", type=float, default=0.85, help="PageRank damping, in (0, 1) (default 0.85)")
+    p.add_argument("--alpha", type=float, default=0.85,
+                   help="PageRank damping, in (0, 1) (default 0.85)")
     p.add_argument("--tol", type=float, default=1e-9,
                    help="PageRank L1 tolerance, finite and > 0 (default 1e-9)")
     p.add_argument("--max-iter", type=int, default=200,

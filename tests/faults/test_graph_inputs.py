@@ -29,7 +29,8 @@ import scipy.sparse as sp
 from spgnn import DistSparseMatrix, Layout, grid_1d, run_loopback
 from spgnn import algorithms as G
 from spgnn.checkpoint import load_checkpoint, load_training_state, save_checkpoint
-from spgnn.errors import CheckpointError, InvalidWeight, SpgnnDataWarning, SpgnnError, UnknownDataset
+from spgnn.errors import (CheckpointError, InvalidWeight, SpgnnDataWarning, SpgnnError,
+                          UnknownDataset)
 from spgnn.io import load_graph
 
 pytestmark = pytest.mark.timeout(60)   # the old SSSP looped forever: a hang fails fast
