@@ -100,17 +100,21 @@ def sssp(A, source):
     n = A.shape[0]
     if not 0 <= int(source) < n:
         raise DimensionMismatch(f"sssp: source must be in [0, {n}), got {source}")
+    # both checks below decide on global values (an all-reduced minimum, the global nnz),
+    # so every rank raises together: marked agreed, a command reports it once
+    world = A.grid.world
     lowest = reduce_scalar(A, "min")
     if not lowest >= 0:   # NaN fails too
-        raise InvalidWeight(f"sssp: weights must be non-negative (Bellman-Ford over min_plus "
-                            f"never settles on a negative cycle), but the smallest is {lowest!r}")
+        world.raise_together(InvalidWeight(
+            f"sssp: weights must be non-negative (Bellman-Ford over min_plus never settles on "
+            f"a negative cycle), but the smallest is {lowest!r}"))
     d = vector(A, [source], 0.0)
     f = d
     rounds = 0
     while f.nnz:
         if rounds == n:
-            raise InvalidWeight(f"sssp: distances still change after {n} rounds (n); "
-                                f"non-negative weights settle within n")
+            world.raise_together(InvalidWeight(f"sssp: distances still change after {n} rounds "
+                                               f"(n); non-negative weights settle within n"))
         rounds += 1
         t = vxm(f, A, "min_plus")
         new = apply(t, "identity", mask=~d.S)                           # first reached
