@@ -14,7 +14,7 @@ spgnn is timed at three levels:
   on ``L = tril(A, -1)``;
 * ``dot``    -- the same forced to the dot-product method (``method="dot"``);
 * ``api``    -- the public distributed operations on one rank
-  (``spgnn.core.graph_algorithms.triangle_count``: select, mxm, reduce),
+  (``spgnn.algorithms.triangle_count``: select, mxm, reduce),
   compared like for like with python-graphblas doing the same three steps
   from A (``graphblas_api``: ``A.select("tril", -1)``, the masked mxm, the
   reduction), and also with python-graphblas's bare kernel on a ready L.
@@ -94,7 +94,7 @@ def main():
     from spgnn import DistSparseMatrix, Layout, grid_1d
     from spgnn.backends import get_backend
     from spgnn.comm import Communicator
-    from spgnn.core.graph_algorithms import triangle_count
+    from spgnn.algorithms import triangle_count
     from spgnn.io import load_adjacency
     from spgnn.local.csr import LocalCSR
     from spgnn.testing.data import SHARED_DATA

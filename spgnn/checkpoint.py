@@ -309,6 +309,10 @@ def _load_file(path: Path) -> tuple[dict, int]:
     except (UnicodeDecodeError, ValueError) as e:
         raise CheckpointError(f"load_checkpoint: {label} has a corrupt structure record "
                               f"({e})") from e
+    except RecursionError:
+        # json recurses per nesting level: a record nested past the interpreter's limit
+        # is not one save_checkpoint wrote (its encoder recurses the same way)
+        raise _too_deep(label) from None
     if not isinstance(structure, dict) or structure.get("format") != FORMAT:
         raise CheckpointError(f"load_checkpoint: {label} is not an spgnn checkpoint")
     if structure.get("version") != VERSION:
@@ -322,7 +326,14 @@ def _load_file(path: Path) -> tuple[dict, int]:
     except (KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"load_checkpoint: {label} has a malformed structure record "
                               f"({type(e).__name__}: {e})") from e
+    except RecursionError:
+        raise _too_deep(label) from None
     return state, step
+
+
+def _too_deep(label: str) -> CheckpointError:
+    return CheckpointError(f"load_checkpoint: {label} has a structure record nested too deeply "
+                           f"to read (past Python's recursion limit)")
 
 
 def load_checkpoint(directory, accept=None) -> tuple[dict, int]:
@@ -388,7 +399,8 @@ def load_checkpoint(directory, accept=None) -> tuple[dict, int]:
             if accept is not None:
                 accept(state)
         except CheckpointError as e:
-            failures.append(str(e))
+            # an ``accept`` check may not know the file: name it
+            failures.append(str(e) if path.name in str(e) else f"{path}: {e}")
             logger.warning("skipping checkpoint %s: %s", path, e)
             continue
         if failures:
@@ -504,6 +516,10 @@ def load_training_state(comm, directory, fmt: str, config: dict, what: str = "tr
                     and isinstance(state.get("trainer"), dict)):
                 raise CheckpointError(f"{directory}: the newest {fmt} state is malformed "
                                       f"(keys {sorted(state)})")
+            if "history" in state and not _is_history(state["history"]):
+                raise CheckpointError(f"{directory}: the newest {fmt} state has a malformed "
+                                      f"history (a list of [loss, accuracy, bytes] records is "
+                                      f"expected, got {_brief(state['history'])})")
 
     state, _ = load_checkpoint_collective(comm, directory, accept)
     if not isinstance(state, dict) or state.get("format") != fmt:
@@ -517,6 +533,19 @@ def load_training_state(comm, directory, fmt: str, config: dict, what: str = "tr
                          f"configuration: " + ", ".join(f"{k}: saved {a!r}, now {b!r}"
                                                         for k, (a, b) in sorted(diff.items())))
     return state
+
+
+def _is_history(history) -> bool:
+    """Whether ``history`` is a list of ``[loss, accuracy, bytes]`` number records."""
+    return isinstance(history, list) and all(
+        isinstance(h, (list, tuple)) and len(h) == 3
+        and all(isinstance(x, (int, float, np.number)) and not isinstance(x, bool) for x in h)
+        for h in history)
+
+
+def _brief(value) -> str:
+    text = repr(value) if not isinstance(value, list) else f"a list of {len(value)} items"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class DirectoryLock:

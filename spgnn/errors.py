@@ -34,7 +34,10 @@ __all__ = [
     "CheckpointError",
     "CalibrationError",
     "NonFiniteError",
+    "InvalidWeight",
+    "UnknownDataset",
     "LoopbackAborted",
+    "SpgnnDataWarning",
     "SpgnnEfficiencyWarning",
 ]
 
@@ -145,6 +148,25 @@ class NonFiniteError(SpgnnError, FloatingPointError):
 
 class LoopbackAborted(SpgnnError, RuntimeError):
     """Raised in a virtual rank whose group was aborted (a peer failed or called abort)."""
+
+
+class InvalidWeight(SpgnnError, ValueError):
+    """An edge weight an algorithm's precondition excludes (``sssp``: a negative or NaN
+    weight, on which Bellman-Ford never settles)."""
+
+
+class UnknownDataset(SpgnnError, KeyError, ValueError):
+    """A dataset name the registry does not hold; the message lists the known names (and the
+    closest one).  A ``KeyError`` (a registry lookup) and a ``ValueError`` (bad input to a
+    command, reported in one line)."""
+
+    def __str__(self):              # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class SpgnnDataWarning(UserWarning):
+    """An input was read with a change its reader should know about: entries of weight 0
+    dropped (they are no edges), integer weights rounded to the float32 adjacency."""
 
 
 class SpgnnEfficiencyWarning(UserWarning):

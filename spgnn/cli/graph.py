@@ -2,8 +2,13 @@
 
 Every rank loads the graph (symmetrised, without self-loops, float64 values
 of 1), places it by whole rows (``Layout("row")``) and runs the algorithm of
-:mod:`spgnn.core.graph_algorithms`; rank 0 prints the result summary and the
+:mod:`spgnn.algorithms`; rank 0 prints the result summary and the
 ledger's bytes (all ranks, every collective of the algorithm).
+
+PageRank's ``--alpha``, ``--tol`` and ``--max-iter`` are checked on every
+rank before the graph is read (``ValueError`` naming the parameter), and its
+result carries ``converged`` and the final ``residual``; ``sssp`` refuses
+negative weights (:class:`~spgnn.errors.InvalidWeight`).
 """
 
 import numpy as np
@@ -20,8 +25,12 @@ def add_parser(sub):
     p.add_argument("--graph", required=True, help="dataset name, graph file or generator spec")
     p.add_argument("--source", type=int, default=0, help="source vertex of bfs/sssp (default 0)")
     p.add_argument("--backend", default=None, help="numpy or numba (default: the default backend)")
-    p.add_argument("--alpha", type=float, default=0.85, help="PageRank damping (default 0.85)")
-    p.add_argument("--tol", type=float, default=1e-9, help="PageRank L1 tolerance (default 1e-9)")
+    p.add_argument("--alpha", type=float, default=0.85,
+                   help="PageRank damping, in (0, 1) (default 0.85)")
+    p.add_argument("--tol", type=float, default=1e-9,
+                   help="PageRank L1 tolerance, finite and > 0 (default 1e-9)")
+    p.add_argument("--max-iter", type=int, default=200,
+                   help="PageRank iterations at most (default 200)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -35,9 +44,11 @@ def run(args):
     import scipy.sparse as sp
 
     from spgnn import Communicator, DistSparseMatrix, Layout, grid_1d
-    from spgnn.core import graph_algorithms as G
+    from spgnn import algorithms as G
     from spgnn.io import load_adjacency
 
+    if args.algorithm == "pagerank":                # every rank, before anything collective
+        G.check_pagerank_options(args.alpha, args.tol, args.max_iter)
     adj, name = load_adjacency(args.graph)          # every rank, before MPI starts
     adj = sp.csr_array(adj, dtype=np.float64)
     n = adj.shape[0]
@@ -60,10 +71,12 @@ def run(args):
             result["reached"] = int(got.nnz)
             result[f"{key}_histogram"] = _histogram(got.data)
         else:
-            r, iters = G.pagerank(A, alpha=args.alpha, tol=args.tol)
-            full = r.to_global()[:, 0]
+            pr = G.pagerank(A, alpha=args.alpha, tol=args.tol, max_iter=args.max_iter)
+            full = pr.rank.to_global()[:, 0]
             top = np.argsort(-full, kind="stable")[:10]
-            result["iterations"] = iters
+            result["iterations"] = pr.iterations
+            result["converged"] = pr.converged
+            result["residual"] = pr.residual
             result["top10"] = [[int(i), float(full[i])] for i in top]
     sent = int(sum(e.bytes_sent for e in seen.events))
     result["ledger_bytes"] = int(comm.allreduce(np.array([sent], dtype=np.int64))[0])

@@ -22,11 +22,12 @@ from .data import AGGREGATIONS, ALGORITHMS, DistGraph, default_grid_3d
 from .gat import ELU, GAT, GATConv
 from .hooks import Checkpoint, EvaluateEvery, Hook, Metrics, ProgressBar
 from .layers import Dropout, GCNConv, Layer, LayerNorm, Linear, ReLU, SAGEConv
-from .minibatch import FeatureStore, MinibatchGraph, MinibatchTrainer
+from .minibatch import FeatureStore, MinibatchGraph
 from .models import GCN, FullBatchSAGE, GraphSAGE, Sequential
 from .optim import SGD, Adam, Optimizer
 from .params import Parameter, glorot, zeros_init
 from .registry import MODELS, ModelSpec
+from .sources import FullGraph, Halo, Sampled
 from .train import Trainer
 
 __all__ = ["DistGraph", "ALGORITHMS", "AGGREGATIONS", "default_grid_3d", "Context",
@@ -34,5 +35,5 @@ __all__ = ["DistGraph", "ALGORITHMS", "AGGREGATIONS", "default_grid_3d", "Contex
            "SAGEConv", "Linear", "ReLU", "Dropout", "LayerNorm", "FullBatchSAGE", "GATConv", "ELU",
            "GAT", "Sequential", "GCN", "GraphSAGE",
            "Parameter", "glorot", "zeros_init", "Optimizer", "SGD", "Adam", "Trainer",
-           "MinibatchGraph", "MinibatchTrainer", "FeatureStore", "Hook", "Metrics",
+           "FullGraph", "Sampled", "Halo", "MinibatchGraph", "FeatureStore", "Hook", "Metrics",
            "EvaluateEvery", "ProgressBar", "Checkpoint", "MODELS", "ModelSpec"]

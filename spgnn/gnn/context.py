@@ -560,18 +560,20 @@ class GraphContext(Context):
         nodes = self.graph.node_block(lay, self.order)
         return nodes, dict(row_comm=rows, class_comm=cols, col_start=logits.col_start)
 
-    def loss(self, logits, which="train"):
+    def loss(self, logits, which="train", *, mask=None):
         """Masked softmax cross-entropy ``(loss, dlogits, accuracy)``. Collective.
 
-        ``which`` names the mask (``"train"``, ``"val"``, ``"test"``).  The
-        mean is over the global number of masked nodes; ``dlogits`` is in the
-        logits' layout, complete on every replica.
+        ``which`` names the mask (``"train"``, ``"val"``, ``"test"``);
+        ``mask`` (bool, this rank's rows of the logits) replaces it: the
+        supervising nodes of an epoch (label propagation).  The mean is over
+        the global number of masked nodes; ``dlogits`` is in the logits'
+        layout, complete on every replica.
         """
         nodes, kw = self._loss_args(logits)
         # logits are n x classes: the loss runs on the host, its gradient goes back
         be = logits.backend
         loss, grad, acc = F.softmax_cross_entropy(be.to_host(logits.local), nodes["label"],
-                                                  nodes[which], **kw)
+                                                  nodes[which] if mask is None else mask, **kw)
         return loss, logits.like(be.from_host(grad)), acc
 
     def scores(self, logits, which=("train", "val", "test")):

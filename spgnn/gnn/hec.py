@@ -1,6 +1,6 @@
 """Historical Embedding Cache with Asynchronous Embedding Push (DistGNN-MB, paper 001 §2).
 
-:class:`HECRunner` plugs into :class:`~spgnn.gnn.partitioned.PartitionedTrainer`
+:class:`HECRunner` is the context factory of :class:`~spgnn.gnn.sources.Halo`
 (``--hec on``).  One :class:`~spgnn.gnn.hec_cache.HistoricalCache` per rank
 per level: level 0 holds raw input features of halo vertices, level ℓ ≥ 1
 the owner's input of graph layer ℓ (the post-dropout output of layer ℓ-1).
@@ -56,6 +56,7 @@ from ..local.csr import LocalCSR
 from .blocks import BlockOperator
 from .context import BlockContext
 from .hec_cache import INFINITE, HistoricalCache
+from .layers import SAGEConv
 
 __all__ = ["HECConfig", "HECRunner", "HECBlockContext", "MISS_POLICIES", "push_selection"]
 
@@ -135,8 +136,16 @@ def _mask_columns(block, keep_col):
 
 
 class HECBlockContext(BlockContext):
-    """A :class:`BlockContext` that runs the HEC step of hop ℓ when the model first touches it. Local
-    except for the runner's push / receive (collective, in level order on every rank)."""
+    """A :class:`BlockContext` that runs the HEC step of hop ℓ when the model first touches it.
+
+    Collective, unlike its base class: the first :meth:`root` or
+    :meth:`propagate` of each hop runs the runner's push / receive
+    (:meth:`HECRunner.level`: a counts all-to-all and two non-blocking
+    all-to-alls), so every rank must touch every hop, in level order, once per
+    iteration (:meth:`HECRunner.end` checks it); ranks on an empty step run
+    the same collectives through :meth:`HECRunner.empty_iteration`.  The
+    transposes are local (they cut the gradient of cached rows).
+    """
 
     def __init__(self, runner, blocks, **kw):
         super().__init__(blocks, **kw)
@@ -170,29 +179,41 @@ class HECBlockContext(BlockContext):
 
 
 class HECRunner:
-    """The per-rank HEC state and protocol (module docstring). Build, then pass to the trainer."""
+    """The per-rank HEC state and protocol (module docstring).
+
+    Build one per rank and pass it to :class:`~spgnn.gnn.sources.Halo`
+    (``hec=``): it is that source's context factory (:meth:`context`) and
+    supplies block 0's input rows (:meth:`input_rows`); the source drives the
+    rest (:meth:`attach`, :meth:`start_epoch`, :meth:`begin` /
+    :meth:`empty_iteration`, :meth:`end`).
+    """
 
     def __init__(self, config):
         self.config = config
-        self.trainer = None
+        self.source = None
 
     # ------------------------------------------------------------------ set-up
     def config_record(self):
         return dataclasses.asdict(self.config)
 
-    def attach(self, trainer):
-        """Size the caches, exchange halo lists (``db_halo``). Collective (``hec:setup``)."""
+    def attach(self, source, model):
+        """Size the caches, exchange halo lists (``db_halo``). Collective (``hec:setup``).
+
+        ``source``: the :class:`~spgnn.gnn.sources.Halo` source (its graph,
+        lockstep iteration count and dtype); ``model``: checked to be made of
+        :class:`~spgnn.gnn.layers.SAGEConv` graph layers.
+        """
         cfg = self.config
-        if self.trainer is not None:
-            raise ValueError("HECRunner: already attached to a trainer; build one per trainer "
+        if self.source is not None:
+            raise ValueError("HECRunner: already attached to a source; build one per source "
                              "(and per rank: it holds that rank's caches)")
-        cfg.validate(trainer.comm.size)
-        self.trainer = trainer
-        hg = self.hg = trainer.halo
-        self.comm = comm = trainer.comm
-        convs = [l for l in getattr(trainer.model, "layers", [trainer.model]) if l.hops == 1]
-        if not convs or any(not hasattr(c, "in_dim") or type(c).__name__ != "SAGEConv"
-                            for c in convs):
+        cfg.validate(source.comm.size)
+        self.source = source
+        self.dtype = source.dtype
+        hg = self.hg = source.halo
+        self.comm = comm = source.comm
+        convs = [l for l in getattr(model, "layers", [model]) if l.hops == 1]
+        if not convs or any(not isinstance(c, SAGEConv) for c in convs):
             raise ValueError("HEC: the model's graph layers must be SAGEConv (--model sage): the "
                              "cache replaces rows of each layer's input")
         self.dims = [int(c.in_dim) for c in convs]
@@ -216,7 +237,7 @@ class HECRunner:
         # prefill) never wraps within an epoch: any larger cs behaves the
         # same, and cs=None (unbounded) is exactly that.
         n = hg.mg.n
-        bound = max(1, self.my_halos.size * (trainer.iterations + 1))
+        bound = max(1, self.my_halos.size * (source.steps_per_epoch + 1))
         if cfg.cs is None:
             cs = bound
         else:
@@ -225,7 +246,7 @@ class HECRunner:
         self.capacity = cs
         self.backend = get_backend(hg.mg.backend)
         self.caches = [HistoricalCache(n, cs, self.dims[lv], ls, min_life=cfg.min_life,
-                                       check_age=lv > 0, dtype=trainer.dtype,
+                                       check_age=lv > 0, dtype=self.dtype,
                                        backend=hg.mg.backend)
                        for lv in range(self.levels)]
         dmax = int(hg.degree.max(initial=1))
@@ -234,12 +255,16 @@ class HECRunner:
         self.global_iter = 0
 
     def context(self, blocks, **kw):
+        """The context factory of the source: a :class:`HECBlockContext` (collective). Local."""
         return HECBlockContext(self, blocks, **kw)
 
     # ------------------------------------------------------------------ epochs
-    def start_epoch(self, epoch, iterations):
-        """Reset (option), prefill (option). Collective when prefilling."""
-        self.epoch, self.M = int(epoch), int(iterations)
+    def start_epoch(self, epoch, iterations, seed):
+        """Reset (option), prefill (option). Collective when prefilling.
+
+        ``seed`` (the trainer's) keys the push cap's draws of this epoch.
+        """
+        self.epoch, self.M, self.seed = int(epoch), int(iterations), int(seed)
         self.stats = {l: dict(hits=0, requests=0, pushed=0, received=0, stale_min=None,
                           stale_max=None)
                       for l in range(self.levels)}
@@ -338,7 +363,7 @@ class HECRunner:
                     continue
                 cand = solid[self.halo_on[loc, p]]
                 if cfg.nc is not None and cand.size > cfg.nc:
-                    rng = np.random.default_rng([self.trainer.seed, self.epoch, self.k, hop,
+                    rng = np.random.default_rng([self.seed, self.epoch, self.k, hop,
                                                  comm.rank, p])
                     cand = push_selection(cand, hg.degree[src[cand]], cfg.nc, self.hil, rng)
                 ids_by_peer[p] = src[cand]
@@ -347,10 +372,10 @@ class HECRunner:
         ids = np.concatenate(ids_by_peer)
         rows = np.concatenate(rows_by_peer)
         vals = (h[rows] if h is not None else np.zeros((0, self.dims[hop]),
-                                                       dtype=self.trainer.dtype))
+                                                       dtype=self.dtype))
         # the caches live in host memory (a device backend's rows are copied down here,
         # and up again by the load): the pushed rows travel as host arrays
-        vals = np.ascontiguousarray(self.backend.to_host(vals), dtype=self.trainer.dtype)
+        vals = np.ascontiguousarray(self.backend.to_host(vals), dtype=self.dtype)
         self.stats[hop]["pushed"] += int(ids.size)
         # the counts travel once, blocking (as in the reference code); the two
         # payloads are then posted without a counts exchange or split vote

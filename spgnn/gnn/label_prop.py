@@ -13,29 +13,27 @@ mask.  Labels propagate with the features through the aggregation, which
 recovers accuracy lost to quantized exchanges.
 """
 
-import time
-
 import numpy as np
 import scipy.sparse as sp
 
 from ..core.dist_dense import DistDenseMatrix
 from ..counter_rng import counter_uniform, mix64
-from . import functional as F
 from .sparse import SparseBackedMatrix
-from .train import Trainer, non_finite_error
 
-__all__ = ["LabelPropagation", "LabelPropTrainer"]
+__all__ = ["LabelPropagation"]
 
 _SALT = 0x4C50   # "LP": keeps these draws apart from dropout's
 
 
 class LabelPropagation:
-    """The label columns of a :class:`~spgnn.gnn.data.DistGraph`'s features.
+    """The label columns of a :class:`~spgnn.gnn.data.DistGraph`'s features: a transform.
 
-    :meth:`attach` replaces ``graph.features`` by the evaluation input
-    (every training label embedded) and keeps the original block; call it
-    before building the model (``num_features`` grows by ``num_classes``).
-    Local after the first (collective) node-block lookup.
+    The ``transform`` of :class:`~spgnn.gnn.sources.FullGraph`: it returns
+    the input of each training epoch and its supervision mask
+    (:meth:`train_input`) and the evaluation input (:attr:`eval_features`,
+    every training label embedded); the graph is never changed.  Build the
+    model with :attr:`num_features` (the graph's plus ``num_classes``).
+    Construction is collective (one node-block lookup); the rest is local.
     """
 
     def __init__(self, graph, ratio, seed=0):
@@ -45,12 +43,18 @@ class LabelPropagation:
         self.base = graph.features
         self.nodes = graph.node_block(self.base.layout)
         self.num_classes = int(graph.num_classes)
+        self.num_features = int(self.base.shape[1]) + self.num_classes
+        #: The evaluation input: every training label embedded.
+        self.eval_features = self.features(self.nodes["train"])
 
-    def attach(self):
-        """Set ``graph.features`` to the evaluation input; return ``self``. Collective once."""
-        self.graph.features = self.features(self.nodes["train"])
-        self.graph.num_features = self.base.shape[1] + self.num_classes
-        return self
+    def train_input(self, epoch):
+        """``(features, supervision mask)`` of training epoch ``epoch``. Local.
+
+        The features embed the labels of :meth:`propagation_mask`; the mask
+        (this rank's rows of the features' layout, which the 1D logits share)
+        is :meth:`supervision_mask`.
+        """
+        return self.features(self.propagation_mask(epoch)), self.supervision_mask(epoch)
 
     def propagation_mask(self, epoch):
         """Training nodes of my block whose label is embedded in ``epoch``. Local."""
@@ -79,33 +83,3 @@ class LabelPropagation:
         local = np.hstack([np.asarray(X.backend.to_host(X.local)), onehot.toarray()])
         return DistDenseMatrix(X.backend.from_host(np.ascontiguousarray(local, X.dtype)), shape,
                                X.grid, X.layout, backend=X.backend)
-
-
-class LabelPropTrainer(Trainer):
-    """A full-graph :class:`~spgnn.gnn.train.Trainer` whose epochs embed a fresh label subset."""
-
-    def __init__(self, model, dist_graph, optimizer, label_prop, *, seed=None):
-        self.label_prop = label_prop
-        super().__init__(model, dist_graph, optimizer, seed=seed)
-
-    def train_epoch(self):
-        """One epoch with this epoch's propagation set embedded. Collective."""
-        g, lp = self.graph, self.label_prop
-        t0 = time.perf_counter()
-        ctx = g.context(training=True, epoch=self.epoch, seed=self.seed)
-        x = lp.features(lp.propagation_mask(self.epoch))
-        with g.comm.track("gnn-epoch") as stats:
-            logits = self.model.forward(ctx, x)
-            nodes, kw = ctx._loss_args(logits)
-            # 1d layouts: the logits' row block is the features' (same nodes).
-            sup = lp.supervision_mask(self.epoch)
-            loss, grad, acc = F.softmax_cross_entropy(logits.local, nodes["label"], sup, **kw)
-            self.optimizer.zero_grad()
-            self.model.backward(ctx, logits.like(grad))
-        self.comm.agree(non_finite_error(self.model, loss, self.epoch))
-        self.optimizer.step()
-        out = dict(epoch=self.epoch, loss=loss, train_acc=acc,
-                   bytes=int(stats.total("bytes_sent")), seconds=time.perf_counter() - t0,
-                   bytes_by_label={k: int(v["bytes_sent"]) for k, v in stats.by_label().items()})
-        self.epoch += 1
-        return out

@@ -26,7 +26,7 @@ time:
    ``max_r k_r`` optimizer steps.  In step ``t`` every rank trains its
    ``t``-th minibatch -- or an *empty step* that contributes zero gradient
    and zero loss terms when it has fewer -- and one allreduce
-   (:meth:`GraphSAGE.allreduce_gradients <spgnn.gnn.sage.GraphSAGE.allreduce_gradients>`)
+   (:func:`~spgnn.gnn.sources.allreduce_gradients`)
    sums the gradients of the *summed* cross-entropy and the number of loss
    terms; the gradients are divided by that number.  So step ``t`` descends
    the **mean cross-entropy over the union of the batch vertices of the
@@ -51,31 +51,26 @@ What is invariant
 * Every rank holds bit-identical parameters after every step (the allreduce
   returns the same sums everywhere and the optimizer is deterministic).
 
-Evaluation (:meth:`MinibatchTrainer.evaluate`) is **full-neighbourhood
+The loop is :class:`~spgnn.gnn.train.Trainer` over the
+:class:`~spgnn.gnn.sources.Sampled` source.  Evaluation
+(:meth:`Trainer.evaluate <spgnn.gnn.train.Trainer.evaluate>`) is **full-neighbourhood
 inference**: the model runs on a :class:`~spgnn.gnn.data.DistGraph` of the
 whole graph with ``aggregation="mean"``, so every layer aggregates the mean
 over *all* neighbours through spgnn's distributed sparsity-aware SpMM
 (``1d-aware``) and the reported accuracies carry no sampling noise.
 """
 
-import time
-
 import numpy as np
 
-from ..comm import Communicator
 from ..core.dist_dense import DistDenseMatrix
 from ..grid import grid_1d, grid_15d
 from ..io.preprocess import neighbour_pattern
 from ..io.synthetic import SYNTHETIC_HINT
 from ..layout import Layout, block_bounds
-from ..sampling import (GraphSAGESampler, LADIESSampler, LocalGraph, PartitionedGraph,
-                        sample_partitioned, sample_replicated)
-from .context import BlockContext
+from ..sampling import LocalGraph, PartitionedGraph
 from .data import DistGraph
-from .train import Trainer, non_finite_error
 
-__all__ = ["FeatureStore", "MinibatchGraph", "MinibatchTrainer", "bulk_positions",
-           "step_schedule", "MODES"]
+__all__ = ["FeatureStore", "MinibatchGraph", "bulk_positions", "step_schedule", "MODES"]
 
 #: How the sampler sees the graph (``docs/sampling.md``, report §3).
 MODES = ("replicated", "partitioned")
@@ -293,208 +288,12 @@ class MinibatchGraph:
         return cls(full, sgraph, payload["labels"], payload["masks"], mode=mode,
                    replication=c, name=payload["name"])
 
+    def release_sampling_graph(self):
+        """Forget the sampler's graph and return it (for a caller that keeps a view of it). Local.
 
-# --------------------------------------------------------------------------- #
-# The trainer
-# --------------------------------------------------------------------------- #
-
-class MinibatchTrainer(Trainer):
-    """Data-parallel minibatch training on sampled blocks (GraphSAGE, or any model of layers).
-
-    ``grad_label`` (class attribute) is the ledger label of the gradient all-reduce.
-
-    Parameters
-    ----------
-    model : Layer whose graph layers consume one sampled hop each
-        (:class:`~spgnn.gnn.models.GraphSAGE`)
-    graph : MinibatchGraph, or a :class:`spgnn.io.Graph` held by every rank
-        (then distributed here with ``root=None`` over ``comm``)
-    sampler : GraphSAGESampler or LADIESSampler (one hop per graph layer)
-    optimizer : Optimizer over ``model.parameters()`` (Adam, SGD)
-    batch_size : int, training vertices per minibatch
-    bulk : int, minibatches sampled per bulk call (``k``)
-    seed : int, keys the epoch permutations and the dropout masks
-    mode : ``"replicated"`` or ``"partitioned"``; must match a MinibatchGraph's
-    comm : Communicator, needed only when ``graph`` is a ``Graph`` (default:
-        ``Communicator.world()``)
-    dtype : parameter dtype (default: the features')
-
-    Construction is collective (the graph's distribution when needed, and one
-    evaluation pass that places the parameters, replicated on every rank).
-    """
-
-    #: Ledger label of the per-step gradient all-reduce.
-    grad_label = "sage:allreduce"
-
-    def __init__(self, model, graph, sampler, optimizer, *, batch_size=512, bulk=16, seed=0,
-                 mode=None, comm=None, replication=1, dtype=None):
-        if int(batch_size) < 1 or int(bulk) < 1:
-            raise ValueError(f"MinibatchTrainer: batch_size and bulk must be >= 1, but got "
-                             f"{batch_size} and {bulk}")
-        if not isinstance(sampler, (GraphSAGESampler, LADIESSampler)):
-            raise TypeError(f"MinibatchTrainer: sampler must be a GraphSAGESampler or "
-                            f"LADIESSampler, but got {type(sampler).__name__}")
-        hops = len(getattr(sampler, "fanouts", getattr(sampler, "layer_sizes", ())))
-        if hops != model.hops:
-            raise ValueError(f"MinibatchTrainer: the sampler has {hops} hops but the model "
-                             f"{model.hops} graph layers")
-        if mode is not None and mode not in MODES:
-            raise ValueError(f"MinibatchTrainer: mode must be one of {MODES}, but got {mode!r}")
-        if not isinstance(graph, MinibatchGraph):
-            if comm is None:
-                comm = Communicator.world()
-            graph = MinibatchGraph.from_graph(graph, comm, mode=mode or "replicated",
-                                              replication=replication, root=None,
-                                              dtype=dtype or np.float32)
-        elif mode is not None and mode != graph.mode:
-            raise ValueError(f"MinibatchTrainer: mode={mode!r} but the graph was distributed "
-                             f"for {graph.mode!r}")
-        self.sampler = sampler
-        self.mode = graph.mode
-        self.batch_size, self.bulk = int(batch_size), int(bulk)
-        self.dtype = np.dtype(dtype or graph.features.dtype)
-        self.train_ids = np.flatnonzero(graph.train_mask).astype(np.int64)
-        super().__init__(model, graph, optimizer, seed=seed)
-
-    @property
-    def eval_graph(self):
-        return self.graph.full
-
-    def _place(self):
-        self.model.place(self.dtype, grid=self.graph.grid)
-        super()._place()
-
-    # -- schedule ------------------------------------------------------------ #
-    @property
-    def num_batches(self) -> int:
-        return -(-self.train_ids.size // self.batch_size)
-
-    def epoch_batches(self, epoch):
-        """The epoch's minibatches (list of int64 arrays; minibatch ``j`` has id ``j``). Pure."""
-        perm = np.random.default_rng([self.seed, int(epoch)]).permutation(self.train_ids)
-        b = self.batch_size
-        return [perm[j * b:(j + 1) * b] for j in range(self.num_batches)]
-
-    def schedule(self):
-        """:func:`step_schedule` of this trainer (same every epoch). Pure."""
-        return step_schedule(self.num_batches, self.bulk, self.comm.size, self.mode,
-                             self.graph.replication)
-
-    def _sample(self, batches, ids, epoch):
-        if self.mode == "replicated":
-            return sample_replicated(self.sampler, self.graph.sampling_graph, batches, self.comm,
-                                     minibatch_ids=ids, epoch=epoch)
-        return sample_partitioned(self.sampler, self.graph.sampling_graph, batches,
-                                  minibatch_ids=ids, epoch=epoch)
-
-    # -- training ------------------------------------------------------------- #
-    def _step(self, mb, x, epoch, mb_id):
-        """Forward and backward of one minibatch: ``(loss sum, correct, count)``. Local."""
-        g = self.graph
-        y = g.labels[mb.blocks[0].dst_ids]
-        ctx = BlockContext(mb.forward_blocks, labels=y, grid=g.grid, dtype=self.dtype,
-                           backend=g.backend, training=True, epoch=epoch, seed=self.seed,
-                           minibatch=mb_id)
-        logits = self.model.forward(ctx, ctx.input(x))
-        loss, d, correct = ctx.loss(logits)
-        self.model.backward(ctx, d)
-        return loss, correct, y.size
-
-    def _allreduce_gradients(self, extra):
-        """Sum every gradient and the ``extra`` scalars over all ranks in ONE all-reduce. Collective.
-
-        The gradients are then divided by the summed ``extra[2]`` (the global
-        number of loss terms: gradient of the mean loss; nothing is divided
-        when it is 0).  The all-reduce runs in the parameters' dtype (counts
-        stay exact below 2²⁴ in float32), and every rank gets the same sums,
-        so replicas stay identical.  Returns the summed ``extra``.
+        :meth:`HaloGraph.build <spgnn.gnn.partitioned.HaloGraph.build>` keeps
+        only its rank's rows; this graph can then no longer be sampled
+        (``sampling_graph`` is None).
         """
-        params = self.model.parameters()
-        dtype = params[0].grad.dtype
-        flat = np.concatenate([p.grad.reshape(-1) for p in params]
-                              + [np.asarray(extra, dtype=dtype).reshape(-1)])
-        tot = self.comm.allreduce(flat, op="plus", label=self.grad_label)
-        ex = tot[tot.size - len(extra):]
-        scale = dtype.type(ex[2]) if float(ex[2]) > 0 else None
-        at = 0
-        for p in params:
-            gsum = tot[at:at + p.grad.size].reshape(p.grad.shape)
-            at += p.grad.size
-            p.grad[...] = gsum / scale if scale is not None else gsum
-        return ex
-
-    def train_epoch(self):
-        """One epoch of minibatch steps. Collective.
-
-        Returns
-        -------
-        dict
-            ``epoch``, ``loss`` (mean training cross-entropy over the epoch's
-            batch vertices, training mode, before each step), ``train_acc``
-            (of those predictions), ``steps``, ``bytes`` (bytes this rank
-            sent: sampling, feature fetching, gradient all-reduces; from the
-            ledger), ``fetch_bytes`` (received by the feature fetches),
-            ``seconds``.
-        """
-        g, comm = self.graph, self.comm
-        epoch = self.epoch
-        batches = self.epoch_batches(epoch)
-        nb = len(batches)
-        p, r, c = comm.size, comm.rank, g.replication
-        loss_sum = correct = count = 0.0
-        steps = 0
-        t0 = time.perf_counter()
-        with comm.track("sage-epoch") as stats:
-            for b0 in range(0, nb, self.bulk):
-                k = min(self.bulk, nb - b0)
-                ids = np.arange(b0, b0 + k, dtype=np.int64)
-                bulk = self._sample(batches[b0:b0 + k], ids, epoch)
-                lo, hi = bulk_positions(k, p, r, self.mode, c)
-                n_steps = max(b - a for a, b in (bulk_positions(k, p, q, self.mode, c)
-                                                 for q in range(p)))
-                # one fetch for all my minibatches of the bulk: ids repeated
-                # across them travel once
-                last = bulk.blocks[-1]
-                x_in = g.features.fetch(last.src_ids, validate=False)
-                for t in range(n_steps):
-                    self.model.zero_grad()
-                    extra = np.zeros(3)
-                    if t < hi - lo:
-                        x = x_in[int(last.col_ptr[t]):int(last.col_ptr[t + 1])]
-                        extra[:] = self._step(bulk.minibatch(t), x, epoch,
-                                              int(bulk.minibatch_ids[t]))
-                    # empty steps send zeros: they add nothing to the sums
-                    tot = self._allreduce_gradients(extra)
-                    # parameters and all-reduced sums are identical on every
-                    # rank: every rank raises here, no agreement needed
-                    bad = non_finite_error(self.model, float(tot[-3]), epoch)
-                    if bad is not None:
-                        comm.raise_together(bad)
-                    self.optimizer.step()
-                    loss_sum += float(tot[0])
-                    correct += float(tot[1])
-                    count += float(tot[2])
-                    steps += 1
-        self.epoch += 1
-        return dict(epoch=epoch, loss=loss_sum / max(count, 1.0),
-                    train_acc=correct / max(count, 1.0), steps=steps,
-                    bytes=int(stats.total("bytes_sent")),
-                    fetch_bytes=int(sum(stats.total("bytes_recv", label=f"{g.features.label}:{x}")
-                                        for x in ("ids", "rows"))),
-                    seconds=time.perf_counter() - t0,
-                    bytes_by_label={k: int(v["bytes_sent"])
-                                    for k, v in stats.by_label().items()})
-
-    # -- resumption ----------------------------------------------------------- #
-    def _placement(self):
-        return {"ranks": self.comm.size, "mode": self.mode, "replication": self.graph.replication,
-                "batch_size": self.batch_size, "bulk": self.bulk, "n": self.graph.n,
-                "sampler": repr(self.sampler)}
-
-    def gather_state(self):
-        """Rank 0's :meth:`state_dict`: every rank holds the same (replicated) state. Local."""
-        return {"replicated": self.state_dict()}
-
-    def restore_state(self, gathered):
-        """Restore :meth:`gather_state`'s result on this rank. Local."""
-        self.load_state_dict(gathered["replicated"])
+        sgraph, self.sampling_graph = self.sampling_graph, None
+        return sgraph

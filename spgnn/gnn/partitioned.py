@@ -27,74 +27,22 @@ another rank is a *halo* vertex.
   minibatches that exist.  Parameters are replicated and identical.
 
 Everything is checked against a single-process reference that replays the
-same minibatches (``tests/unit/test_partitioned_train.py``,
-``tests/mpi/hec_checks.py``).
+same minibatches (``tests/property/test_hec_partitioned.py``,
+``tests/mpi/hec_checks.py``).  The training loop is
+:class:`~spgnn.gnn.train.Trainer` over the :class:`~spgnn.gnn.sources.Halo`
+source.
 """
-
-import dataclasses
-import time
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..core.dist_dense import DistDenseMatrix
 from ..layout import Layout
-from ..partition import balanced_partition, metis_partition, random_partition
-from ..partition.metis import metis_train_partition
+from ..partition import local_view, partition_graph, permute_graph
 from ..sampling import LocalGraph
-from .context import BlockContext
-from .minibatch import FeatureStore, MinibatchGraph, MinibatchTrainer
-from .train import non_finite_error
+from .minibatch import FeatureStore, MinibatchGraph
 
-__all__ = ["PARTITION_METHODS", "partition_graph_for_training", "permute_graph", "HaloGraph",
-           "PartitionedTrainer", "local_batches", "local_view"]
-
-#: ``--partition`` choices.
-PARTITION_METHODS = ("metis", "random", "balanced")
-
-
-def partition_graph_for_training(graph, nparts, method="metis", seed=0):
-    """``(parts, perm, offsets)`` of ``graph`` in ``nparts`` for partitioned training. Local.
-
-    ``"metis"``: METIS k-way with two balance constraints, vertices and
-    training vertices (paper 001 §3.1); ``"random"``: balanced random;
-    ``"balanced"``: METIS then the send-volume refinement
-    (:func:`~spgnn.partition.balanced_partition`).
-    """
-    if method not in PARTITION_METHODS:
-        raise ValueError(f"partition: method must be one of {PARTITION_METHODS}, but got "
-                         f"{method!r}")
-    a = graph.adj
-    if method == "metis":
-        p = metis_train_partition(a, nparts, graph.train_mask, seed=seed)
-    elif method == "random":
-        p = random_partition(a, nparts, seed=seed)
-    else:
-        p = balanced_partition(a, nparts, seed=seed)
-    return p.parts, np.asarray(p.perm, dtype=np.int64), np.asarray(p.offsets, dtype=np.int64)
-
-
-def permute_graph(graph, perm):
-    """The same graph with new vertex ``i`` = old vertex ``perm[i]``. Local, pure."""
-    def take(x):
-        return None if x is None else x[perm]
-    adj = sp.csr_array(graph.adj[perm][:, perm])
-    return dataclasses.replace(graph, adj=adj, features=take(graph.features),
-                               labels=take(graph.labels), train_mask=take(graph.train_mask),
-                               val_mask=take(graph.val_mask), test_mask=take(graph.test_mask),
-                               node_ids=perm if graph.node_ids is None else graph.node_ids[perm])
-
-
-def local_view(a, lo, hi):
-    """``A`` with only rows ``lo:hi`` kept (same shape): a rank's one-hop view. Local, pure."""
-    a = sp.csr_array(a)
-    indptr = np.asarray(a.indptr, dtype=np.int64)
-    n = a.shape[0]
-    new_ptr = np.zeros(n + 1, dtype=np.int64)
-    new_ptr[lo + 1:hi + 1] = indptr[lo + 1:hi + 1] - indptr[lo]
-    new_ptr[hi + 1:] = new_ptr[hi]
-    s, e = indptr[lo], indptr[hi]
-    return sp.csr_array((a.data[s:e], a.indices[s:e], new_ptr), shape=a.shape)
+__all__ = ["HaloGraph", "local_batches"]
 
 
 def local_batches(train_ids, batch_size, seed, epoch, rank):
@@ -129,6 +77,10 @@ class HaloGraph:
     def build(cls, graph, comm, *, method="metis", seed=0, dtype=np.float32, backend=None):
         """Partition, renumber and distribute ``graph`` (on rank 0; others pass None). Collective.
 
+        ``method``: a key of :data:`spgnn.partition.PARTITIONERS`; ``"metis"``
+        balances vertices and training vertices (two constraints, paper 001
+        §3.1), ``"balanced"`` is METIS then the send-volume refinement.
+
         Rank 0 partitions (errors are raised on every rank), the renumbered
         graph is distributed as a replicated-mode :class:`MinibatchGraph`,
         each rank keeps its rows of ``A`` and moves its solid vertices'
@@ -140,7 +92,11 @@ class HaloGraph:
             try:
                 if graph is None or graph.train_mask is None:
                     raise ValueError("partitioned training: the graph needs a train mask")
-                _, perm, offsets = partition_graph_for_training(graph, comm.size, method, seed)
+                # "metis" balances training vertices too (BALANCES_TRAINING: two constraints)
+                perm, offsets, _ = partition_graph(graph.adj, method, comm.size, seed,
+                                                   train_mask=graph.train_mask)
+                perm = np.arange(graph.num_nodes, dtype=np.int64) if perm is None else \
+                    np.asarray(perm, dtype=np.int64)
                 pgraph = permute_graph(graph, perm)
                 payload = (perm, offsets)
             except (ValueError, TypeError) as exc:
@@ -150,12 +106,11 @@ class HaloGraph:
                                        backend=backend)
         perm, offsets = comm.bcast_obj(payload, root=0, label="hec:setup")
         lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
-        a = mg.sampling_graph.a
+        a = mg.release_sampling_graph().a          # keep only this rank's view of it
         indptr = np.asarray(a.indptr, dtype=np.int64)
         degree = np.diff(indptr)
         view_csr = sp.csr_array((a.data, a.indices, indptr), shape=a.shape)
         view = LocalGraph(local_view(view_csr, lo, hi), backend=backend)
-        mg.sampling_graph = None        # keep only the view
         mine = mg.features.fetch(np.arange(lo, hi, dtype=np.int64), validate=False)
         mat = DistDenseMatrix(np.ascontiguousarray(mine), (mg.n, mg.num_features), mg.grid,
                               Layout("row", row_splits=tuple(int(v) for v in offsets)),
@@ -169,120 +124,3 @@ class HaloGraph:
 
     def owner(self, ids):
         return self.features.owner(ids)
-
-
-class PartitionedTrainer(MinibatchTrainer):
-    """Partitioned minibatch training with local sampling (module docstring). Collective.
-
-    Parameters
-    ----------
-    model, sampler, optimizer, batch_size, seed : as :class:`MinibatchTrainer`
-    graph : HaloGraph
-    hec : optional :class:`spgnn.gnn.hec.HECRunner` (None: ``--hec off``)
-
-    The gradient all-reduce is labelled ``hec:grad-allreduce``, the halo
-    feature fetch ``halo-fetch:ids`` / ``halo-fetch:rows``.
-    """
-
-    grad_label = "hec:grad-allreduce"
-
-    def __init__(self, model, graph, sampler, optimizer, *, batch_size=512, seed=0, hec=None,
-                 dtype=None):
-        if not isinstance(graph, HaloGraph):
-            raise TypeError(f"PartitionedTrainer: graph must be a HaloGraph, but got "
-                            f"{type(graph).__name__}")
-        self.halo = graph
-        super().__init__(model, graph.mg, sampler, optimizer, batch_size=batch_size, bulk=1,
-                         seed=seed, dtype=dtype)
-        g = graph
-        self.local_train = self.train_ids[(self.train_ids >= g.lo) & (self.train_ids < g.hi)]
-        self.local_batches_count = -(-self.local_train.size // self.batch_size)
-        m = self.comm.allreduce(np.array([self.local_batches_count], dtype=np.int64), op="max",
-                                label="hec:setup")
-        self.iterations = int(m[0])
-        self.hec = hec
-        if hec is not None:
-            hec.attach(self)
-
-    def epoch_batches(self, epoch):
-        """This rank's minibatches of ``epoch`` (:func:`local_batches`). Pure."""
-        return local_batches(self.local_train, self.batch_size, self.seed, epoch, self.comm.rank)
-
-    def minibatch_id(self, k, rank=None):
-        """Global id of iteration ``k``'s minibatch of ``rank``: ``k·P + rank``. Pure."""
-        return int(k) * self.comm.size + (self.comm.rank if rank is None else int(rank))
-
-    def _context(self, mb, epoch, mb_id):
-        g = self.graph
-        kw = dict(labels=g.labels[mb.blocks[0].dst_ids], grid=g.grid, dtype=self.dtype,
-                  backend=g.backend, training=True, epoch=epoch, seed=self.seed, minibatch=mb_id)
-        if self.hec is None:
-            return BlockContext(mb.forward_blocks, **kw)
-        return self.hec.context(mb.forward_blocks, **kw)
-
-    def train_epoch(self):
-        """One epoch of ``M`` lockstep iterations. Collective.
-
-        Returns the :meth:`MinibatchTrainer.train_epoch` record plus
-        ``bytes_by_label`` (bytes this rank sent per ledger label) and, with
-        the cache, ``hec`` (hits and requests per level).
-        """
-        comm, hg = self.comm, self.halo
-        epoch = self.epoch
-        batches = self.epoch_batches(epoch)
-        loss_sum = correct = count = 0.0
-        t0 = time.perf_counter()
-        if self.hec is not None:
-            self.hec.start_epoch(epoch, self.iterations)
-        with comm.track("hec-epoch") as stats:
-            for k in range(self.iterations):
-                self.model.zero_grad()
-                extra = np.zeros(3)
-                mine = k < len(batches)
-                mb_id = self.minibatch_id(k)
-                if mine:
-                    mb = self.sampler.sample(hg.view, [batches[k]], [mb_id], epoch=epoch)
-                    src = mb.forward_blocks[0].src_ids
-                else:
-                    mb, src = None, np.zeros(0, dtype=np.int64)
-                if self.hec is None:
-                    x = hg.features.fetch(src, validate=False)        # collective, exact
-                else:
-                    x = self.hec.input_rows(src)                        # solids local, halos 0
-                if mine:
-                    ctx = self._context(mb, epoch, mb_id)
-                    if self.hec is not None:
-                        self.hec.begin(k, ctx)
-                    logits = self.model.forward(ctx, ctx.input(x))
-                    loss, d, corr = ctx.loss(logits)
-                    self.model.backward(ctx, d)
-                    extra[:] = (loss, corr, ctx.labels.size)
-                elif self.hec is not None:
-                    self.hec.empty_iteration(k)                         # its collectives
-                if self.hec is not None:
-                    self.hec.end(k)
-                tot = self._allreduce_gradients(extra)
-                bad = non_finite_error(self.model, float(tot[0]), epoch)
-                if bad is not None:
-                    comm.raise_together(bad)
-                self.optimizer.step()
-                loss_sum += float(tot[0])
-                correct += float(tot[1])
-                count += float(tot[2])
-        self.epoch += 1
-        by_label = {k.split("/", 1)[-1]: int(v["bytes_sent"]) for k, v in stats.by_label().items()}
-        rec = dict(epoch=epoch, loss=loss_sum / max(count, 1.0),
-                   train_acc=correct / max(count, 1.0), steps=self.iterations,
-                   bytes=int(stats.total("bytes_sent")), bytes_by_label=by_label,
-                   fetch_bytes=int(sum(v["bytes_recv"] for k, v in stats.by_label().items()
-                                       if "halo-fetch" in k)),
-                   seconds=time.perf_counter() - t0)
-        if self.hec is not None:
-            rec["hec"] = self.hec.epoch_record()
-        return rec
-
-    def _placement(self):
-        out = super()._placement()
-        out.update(partitioned=True, offsets=[int(v) for v in self.halo.offsets],
-                   hec=None if self.hec is None else self.hec.config_record())
-        return out

@@ -1,9 +1,12 @@
-"""``Trainer``: the one training loop (``fit`` with hooks), full-graph epochs, evaluation, exact resumption.
+"""``Trainer``: the one training loop (``fit`` with hooks) over a batch source, evaluation, exact resumption.
 
-:class:`Trainer` trains on a whole distributed graph (one optimizer step per
-epoch); :class:`~spgnn.gnn.minibatch.MinibatchTrainer` subclasses it for
-sampled minibatches and replaces only :meth:`Trainer.train_epoch` and what a
-resumed run must match.  Both share:
+:class:`Trainer` runs ONE :meth:`Trainer.train_epoch` over any batch source
+(:mod:`spgnn.gnn.sources`): the whole graph (:class:`FullGraph`, one step per
+epoch, optionally with a per-epoch feature ``transform`` such as label
+propagation), sampled minibatches (:class:`Sampled`) or partitioned ones with
+halo inputs and the optional embedding cache (:class:`Halo`).  For every
+batch: forward, loss, backward, the source's reduction, one finite check,
+one optimizer step; one record per epoch.  Around it:
 
 * :meth:`Trainer.fit` -- epochs, optional evaluation, hooks
   (:mod:`spgnn.gnn.hooks`: evaluation with model selection, progress bar,
@@ -11,18 +14,22 @@ resumed run must match.  Both share:
   every rank (one small all-reduce), so a rank-local decision cannot hang
   the job;
 * :meth:`Trainer.evaluate` / :meth:`Trainer.predict` -- an evaluation-mode
-  forward pass of the model on the whole graph (:class:`GraphContext`);
+  forward pass of the model on the source's whole graph
+  (:class:`GraphContext`);
 * one state format (:meth:`Trainer.state_dict`): ``epoch``, ``seed``, the
-  model's and the optimizer's states, and a ``placement`` record that a
-  restore must match.  Dropout masks, minibatch permutations and samples
-  are keyed by ``(seed, epoch, ...)``: that pair is the whole random state.
+  model's and the optimizer's states, and a ``placement`` record (the
+  source's) that a restore must match.  Dropout masks, minibatch
+  permutations and samples are keyed by ``(seed, epoch, ...)``: that pair is
+  the whole random state.
 """
 
 import time
 
 import numpy as np
 
+from ..comm.stats import CommStats
 from ..errors import NonFiniteError
+from .sources import FullGraph, Source
 
 __all__ = ["Trainer", "non_finite_error"]
 
@@ -51,48 +58,63 @@ def non_finite_error(model, loss, epoch):
 
 
 class Trainer:
-    """Full-batch training of ``model`` on ``dist_graph`` with ``optimizer``.
+    """Training of ``model`` on the batches of ``source`` with ``optimizer``.
 
     Construction is collective: it runs one evaluation-mode forward pass so
     that every parameter is placed (its layout chosen and its local block
     kept), the aggregation matrices and exchange plans are built, and the
-    node data for the output layout are distributed; none of that is counted
-    in epoch bytes.
+    node data for the output layout are distributed; then the source's set-up
+    that needs the placed model (:meth:`Source.bind`).  None of that is
+    counted in epoch bytes.
 
     Parameters
     ----------
     model : Layer (usually :class:`~spgnn.gnn.models.Sequential` / ``GCN``)
-    dist_graph : DistGraph
+    source : FullGraph, Sampled or Halo (:mod:`spgnn.gnn.sources`)
+        A :class:`~spgnn.gnn.data.DistGraph` given directly means
+        ``FullGraph(dist_graph)``.
     optimizer : Optimizer
         Over ``model``'s parameters.
     seed : int, optional
-        Dropout seed (default: ``model.seed`` or 0).
+        Dropout and minibatch seed (default: ``model.seed`` or 0).
 
     Attributes
     ----------
     epoch : int
         Epochs trained so far (the next epoch's dropout key).
+    source : the batch source
+    graph : the source's graph (DistGraph, MinibatchGraph or HaloGraph)
     """
 
-    def __init__(self, model, dist_graph, optimizer, *, seed=None):
-        self.model, self.graph, self.optimizer = model, dist_graph, optimizer
-        self.comm = dist_graph.comm
+    def __init__(self, model, source, optimizer, *, seed=None):
+        if not isinstance(source, Source):
+            source = FullGraph(source)
+        self.model, self.source, self.optimizer = model, source, optimizer
+        self.graph = source.graph
+        self.comm = source.comm
         self.seed = int(getattr(model, "seed", 0) if seed is None else seed)
         self.epoch = 0
         self._check_params()
         self._place()
+        source.bind(model)
 
     # ------------------------------------------------------------------ set-up
     @property
     def eval_graph(self):
         """The :class:`~spgnn.gnn.data.DistGraph` that evaluation runs on."""
-        return self.graph
+        return self.source.eval_graph
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Optimizer steps per epoch (the same every epoch)."""
+        return int(self.source.steps_per_epoch)
 
     def _place(self):
         """One evaluation-mode pass: places parameters, builds caches. Collective."""
+        self.source.place(self.model)
         g = self.eval_graph
         ctx = g.context(training=False, epoch=0, seed=self.seed)
-        ctx.scores(self.model.forward(ctx, g.features))
+        ctx.scores(self.model.forward(ctx, self.source.eval_features))
 
     def _check_params(self):
         names = [n for n, _ in self.model.named_parameters()]
@@ -106,33 +128,76 @@ class Trainer:
 
     # ---------------------------------------------------------------- training
     def train_epoch(self):
-        """One epoch: forward, masked loss, backward, optimizer step. Collective.
+        """One epoch: for each of the source's batches, one optimizer step. Collective.
+
+        Each step: forward, loss, backward, the source's reduction (the
+        minibatch sources' one gradient all-reduce), one finite check (agreed
+        unless the source's values are replicated) and the optimizer step.
 
         Returns
         -------
         dict
-            ``loss`` (mean cross-entropy over the global training nodes, before
-            the step), ``train_acc``, ``bytes`` (bytes this rank sent during
-            the epoch, from the ledger), ``bytes_by_label`` (the same per
-            ledger label), ``epoch`` (its index), ``seconds``.
+            ``epoch`` (its index), ``loss`` (mean training cross-entropy
+            before each step: over the global training nodes, or over the
+            epoch's batch vertices), ``train_acc``, ``bytes`` (bytes this rank
+            sent during the epoch's steps, from the ledger), ``seconds``,
+            ``bytes_by_label`` (the same per ledger label), then the source's
+            fields (minibatches: ``steps``, ``fetch_bytes``; the cache:
+            ``hec``).
         """
-        g = self.graph
+        src, epoch = self.source, self.epoch
         t0 = time.perf_counter()
-        ctx = g.context(training=True, epoch=self.epoch, seed=self.seed)
-        with g.comm.track("gnn-epoch") as stats:
-            logits = self.model.forward(ctx, g.features)
-            loss, dlogits, acc = ctx.loss(logits, "train")
-            self.optimizer.zero_grad()
-            self.model.backward(ctx, dlogits)
-        # one tiny all-reduce, outside the epoch's bytes: sharded gradients
-        # differ per rank, so a rank alone may see the first NaN
-        self.comm.agree(non_finite_error(self.model, loss, self.epoch))
-        self.optimizer.step()
-        out = dict(epoch=self.epoch, loss=loss, train_acc=acc,
-                   bytes=int(stats.total("bytes_sent")), seconds=time.perf_counter() - t0,
-                   bytes_by_label={k: int(v["bytes_sent"]) for k, v in stats.by_label().items()})
+        src.start_epoch(epoch, self.seed)
+        batches = iter(src.batches(epoch, self.seed))
+        events, steps = CommStats(), 0
+        loss_sum = correct = count = 0.0
+        while True:
+            # one ledger scope per step, so that the finite check's agreement
+            # (full graph: a tiny all-reduce) stays out of the epoch's bytes
+            with self.comm.track(src.label) as stats:
+                batch = next(batches, None)
+                if batch is not None:
+                    tot = src.reduce(self.model, self._backward(batch))
+            events.events.extend(stats.events)
+            if batch is None:
+                break
+            self._check_finite(float(tot[0]), epoch)
+            self.optimizer.step()
+            loss_sum += float(tot[0])
+            correct += float(tot[1])
+            count += float(tot[2])
+            steps += 1
         self.epoch += 1
+        rec = dict(epoch=epoch, loss=loss_sum / max(count, 1.0),
+                   train_acc=correct / max(count, 1.0), bytes=int(events.total("bytes_sent")),
+                   seconds=time.perf_counter() - t0,
+                   bytes_by_label={k: int(v["bytes_sent"]) for k, v in events.by_label().items()})
+        rec.update(src.record(events, steps))
+        return rec
+
+    def _backward(self, batch):
+        """Forward, loss and backward of one batch: ``(loss, correct, count)``. Collective as the context."""
+        self.model.zero_grad()
+        out = np.zeros(3)
+        if batch.ctx is not None:                  # else an empty step: zero gradients
+            logits = self.model.forward(batch.ctx, batch.x)
+            loss, d, correct = batch.loss(logits)
+            self.model.backward(batch.ctx, d)
+            out[:] = loss, correct, batch.count
         return out
+
+    def _check_finite(self, loss, epoch):
+        """Raise on every rank before a step with a non-finite loss, gradient or value."""
+        bad = non_finite_error(self.model, loss, epoch)
+        if self.source.replicated:
+            # parameters and all-reduced sums are identical on every rank:
+            # every rank raises here, no agreement needed
+            if bad is not None:
+                self.comm.raise_together(bad)
+        else:
+            # one tiny all-reduce: sharded gradients differ per rank, so a rank
+            # alone may see the first NaN
+            self.comm.agree(bad)
 
     def evaluate(self):
         """Evaluation-mode forward (no dropout) over the whole graph. Collective.
@@ -145,7 +210,7 @@ class Trainer:
         """
         g = self.eval_graph
         ctx = g.context(training=False, epoch=self.epoch, seed=self.seed)
-        s = ctx.scores(self.model.forward(ctx, g.features))
+        s = ctx.scores(self.model.forward(ctx, self.source.eval_features))
         return dict(train_acc=s["train"][1], val_acc=s["val"][1], test_acc=s["test"][1],
                     train_loss=s["train"][0], val_loss=s["val"][0], test_loss=s["test"][0])
 
@@ -153,7 +218,7 @@ class Trainer:
         """Predicted class per node in the input graph's order, on every rank. Collective."""
         g = self.eval_graph
         ctx = g.context(training=False, epoch=self.epoch, seed=self.seed)
-        return ctx.predict(self.model.forward(ctx, g.features))
+        return ctx.predict(self.model.forward(ctx, self.source.eval_features))
 
     def fit(self, epochs, callback=None, evaluate=True, hooks=()):
         """Train ``epochs`` more epochs. Collective.
@@ -217,10 +282,7 @@ class Trainer:
                 "placement": self._placement()}
 
     def _placement(self):
-        g = self.graph
-        return {"algorithm": g.algorithm, "grid": (tuple(g.grid.shape), tuple(g.grid.axis_names)),
-                "rank": g.comm.rank, "size": g.comm.size, "n": g.num_nodes,
-                "dtype": np.dtype(g.dtype).str}
+        return self.source.placement()
 
     def load_state_dict(self, state):
         """Restore :meth:`state_dict` saved with the same placement. Local.
@@ -248,13 +310,19 @@ class Trainer:
         self.seed = int(state["seed"])
 
     def gather_state(self):
-        """What a checkpoint of the whole job holds, on every rank. Collective.
+        """What a checkpoint of the whole job holds, on every rank.
 
-        Every rank's :meth:`state_dict` (blocks differ per rank on 3D grids).
-        :meth:`restore_state` takes it back.
+        A replicated source (minibatches): rank 0's :meth:`state_dict`, the
+        same on every rank (local).  Otherwise every rank's (blocks differ per
+        rank on 3D grids; collective).  :meth:`restore_state` takes it back.
         """
+        if self.source.replicated:
+            return {"replicated": self.state_dict()}
         return {"ranks": self.comm.allgather_obj(self.state_dict(), label="train:checkpoint")}
 
     def restore_state(self, gathered):
         """Restore this rank's part of :meth:`gather_state`'s result. Local."""
-        self.load_state_dict(gathered["ranks"][self.comm.rank])
+        if self.source.replicated:
+            self.load_state_dict(gathered["replicated"])
+        else:
+            self.load_state_dict(gathered["ranks"][self.comm.rank])

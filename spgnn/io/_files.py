@@ -212,8 +212,18 @@ def read_input(path, label: str | None = None, *, decompress: bool = True) -> by
         if size > limit:
             raise InputTooLarge(f"{label}: {_fmt(size)} on disk, more than the {_fmt(limit)} "
                                 f"allowed ({_limit_note()})")
-        raw = f.read(limit + 1)
-    if len(raw) > limit:   # grew while we read it
+        # Read what the file holds, not ``limit`` bytes: ``read(n)`` allocates n bytes up
+        # front, which fails under any ``ulimit -v`` below the limit, even for a tiny file.
+        parts = [f.read(size + 1)]
+        total = len(parts[0])
+        while total > size and total <= limit:   # grew while we read it: on to the limit
+            piece = f.read(min(1 << 20, limit + 1 - total))
+            if not piece:
+                break
+            parts.append(piece)
+            total += len(piece)
+        raw = parts[0] if len(parts) == 1 else b"".join(parts)
+    if len(raw) > limit:   # grew past the limit while we read it
         raise InputTooLarge(f"{label}: more than the {_fmt(limit)} allowed ({_limit_note()})")
     if decompress and raw.startswith(GZIP_MAGIC):
         return gunzip(raw, label, limit)

@@ -22,11 +22,12 @@ Collective use: :func:`fetch_dataset` with a communicator downloads on rank
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..errors import GraphFormatError
+from ..errors import GraphFormatError, UnknownDataset
 from .download import RemoteFile, cache_dir, ensure_files, file_status
 from .graph import Graph
 from .jlg import load_jlg
@@ -336,12 +337,15 @@ def dataset_names() -> tuple:
 
 
 def get_dataset(name) -> Dataset:
-    """The registry entry ``name``; a ``KeyError`` listing the names otherwise."""
+    """The registry entry ``name``; otherwise :class:`~spgnn.errors.UnknownDataset` (a
+    ``KeyError``) naming the closest known name and listing them all."""
     try:
         return DATASETS[name]
-    except KeyError:
-        raise KeyError(f"unknown dataset {name!r}; the registry has {', '.join(dataset_names())}"
-                       ) from None
+    except (KeyError, TypeError):
+        close = difflib.get_close_matches(str(name).lower(), dataset_names(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UnknownDataset(f"unknown dataset {name!r}{hint}; the registry has "
+                             f"{', '.join(dataset_names())}") from None
 
 
 def dataset_status(name, *, cache=None) -> dict:

@@ -138,12 +138,15 @@ class Graph:
         """Number of edges.
 
         For a symmetric ``adj`` (an undirected graph): unordered pairs {u, v},
-        a self-loop counting once.  Otherwise: stored directed entries (nnz).
+        a self-loop counting once.  Otherwise: directed entries.  An edge is a
+        non-zero entry (a stored zero is none; the loaders drop them, with a
+        warning, and ``summary`` counts them apart).
         """
+        nonzero = int(np.count_nonzero(self.adj.data))
         if self.is_symmetric():
             loops = int(np.count_nonzero(self.adj.diagonal()))
-            return (self.adj.nnz - loops) // 2 + loops
-        return int(self.adj.nnz)
+            return (nonzero - loops) // 2 + loops
+        return nonzero
 
     @property
     def num_self_loops(self) -> int:
@@ -225,11 +228,17 @@ class Graph:
         """A few lines describing the graph: sizes, degrees, features, classes, split."""
         n = self.num_nodes
         sym = self.is_symmetric()
-        deg = np.diff(self.adj.indptr)
+        zeros = int(self.adj.nnz - np.count_nonzero(self.adj.data))
+        pattern = self.adj
+        if zeros:
+            pattern = self.adj.copy()
+            pattern.eliminate_zeros()
+        deg = np.diff(pattern.indptr)
         lines = [
             f"Graph {self.name!r}: {n:,} nodes, {self.num_edges:,} "
             f"{'undirected' if sym else 'directed'} edges "
-            f"({self.adj.nnz:,} stored entries, {self.num_self_loops:,} self-loops)",
+            f"({self.adj.nnz:,} stored entries, {self.num_self_loops:,} self-loops"
+            + (f", {zeros:,} stored zeros, which are no edges" if zeros else "") + ")",
             f"  degree: mean {deg.mean() if n else 0:.2f}, max {deg.max() if n else 0:,}, "
             f"isolated {int(np.count_nonzero(deg == 0)):,}",
         ]

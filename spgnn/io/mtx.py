@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from ..errors import GraphFormatError
+from ..errors import GraphFormatError, SpgnnDataWarning
 from ._files import check_vertices
 from ._text import (_INT_TOKEN, _label, _last_line, _line_of_record, _parse_table, _read_bytes,
                     _show, _split_head, _stem)
@@ -42,6 +44,14 @@ def load_matrix_market(path, *, symmetric=None, name=None) -> Graph:
     value column the values are kept and duplicates summed.  The diagonal is
     kept (``Graph.without_self_loops`` drops it).  Without a size line,
     ``n = max(row, col)``.
+
+    An entry of weight 0 (an explicit zero, or duplicates that sum to 0) is
+    no edge (``Graph``: ``adj[u, v] != 0`` is an edge): it is dropped with a
+    :class:`~spgnn.errors.SpgnnDataWarning` naming its line and the count
+    (``scipy.io.mmread`` keeps such entries as stored zeros).  The adjacency
+    holds float32, exact for integers up to 2**24: a weight it cannot hold
+    exactly (an integer above 2**24, any value from 2**53, where even the
+    float64 read rounds, or a value past float32's range) warns the same way.
 
     Raises
     ------
@@ -152,6 +162,8 @@ def load_matrix_market(path, *, symmetric=None, name=None) -> Graph:
             symmetric = symmetry != "general"
         else:
             symmetric = bool(rows.size) and (bool(np.all(rows >= cols)) or bool(np.all(rows <= cols)))
+    if vals is not None:
+        _warn_inexact(vals, label, rest, rest_first)
     if symmetric and symmetry == "skew-symmetric" and vals is not None:
         mirrored = np.concatenate([vals, -vals[rows != cols]])
         r = np.concatenate([rows, cols[rows != cols]])
@@ -160,7 +172,33 @@ def load_matrix_market(path, *, symmetric=None, name=None) -> Graph:
     else:
         adj = _build_adj(rows - 1, cols - 1, n, symmetric=symmetric, values=vals,
                          mirror_diagonal=False)
+    zeros = int(np.count_nonzero(adj.data == 0))
+    if zeros:
+        k = np.flatnonzero(vals == 0)
+        where = (f"first on line {_line_of_record(rest, int(k[0]), b'%', rest_first)}" if k.size
+                 else "duplicates that sum to 0")
+        adj.eliminate_zeros()
+        warnings.warn(f"{label}: {zeros:,} stored entr{'y' if zeros == 1 else 'ies'} of weight 0 "
+                      f"({where}) dropped: a weight of 0 is no edge", SpgnnDataWarning,
+                      stacklevel=2)
     return Graph(adj=adj, name=name or _stem(path))
+
+
+def _warn_inexact(vals, label, rest, rest_first):
+    """Warn (SpgnnDataWarning) when a weight is not held exactly by the float32 adjacency."""
+    with np.errstate(over="ignore"):
+        v32 = vals.astype(np.float32)
+    finite = np.isfinite(vals)
+    big_int = finite & (np.abs(vals) > 2.0**24) & (vals == np.round(vals))
+    lost = (big_int & ((v32 != vals) | (np.abs(vals) >= 2.0**53))) | (finite & ~np.isfinite(v32))
+    if lost.any():
+        k, count = int(np.flatnonzero(lost)[0]), int(lost.sum())
+        no = _line_of_record(rest, k, b"%", rest_first)
+        warnings.warn(f"{label}:{no}: {count:,} weight{'s' * (count != 1)} "
+                      f"not held exactly (first: {vals[k]:.17g}, stored as {float(v32[k]):.17g}); "
+                      f"the adjacency holds float32, exact for integers up to 2**24 "
+                      f"(16,777,216), and values from 2**53 are rounded already when read",
+                      SpgnnDataWarning, stacklevel=3)
 
 
 def _first_record_width(text: bytes) -> int:

@@ -34,7 +34,7 @@ Partitioners
 ------------
 :func:`block_partition` (contiguous, identity order),
 :func:`random_partition` (balanced random), :func:`metis_partition`
-(pymetis, vertex- or nnz-balanced), :func:`balanced_partition` (METIS then a
+(pymetis, vertex- or nnz-balanced, or on vertices and training vertices), :func:`balanced_partition` (METIS then a
 refinement that lowers the maximum send volume, the objective of Graph-VB),
 :func:`double_permutation` (Plexus's independent row and column
 permutations) and :func:`reorder` (locality orders: RCM, degree, METIS).
@@ -45,15 +45,16 @@ Modules
 (:class:`Partition`), ``simple`` (block, random), ``metis``, ``balanced``
 (the driver of the refinement kernel ``spgnn._kernels.numba.refine``),
 ``double`` (Plexus), ``locality`` (:func:`reorder`), ``order`` (orders from
-part ids, ``P A Pᵀ``, partition files) and ``registry``
+part ids, ``P A Pᵀ``, a permuted graph, one rank's rows, partition files) and ``registry``
 (:data:`PARTITIONERS`, :func:`partition_graph`).
 """
 
 from .balanced import balanced_partition
 from .double import DoublePermutation, block_nnz_imbalance, double_permutation
 from .metis import metis_partition
-from .order import order_from_parts, permute, read_partition_file, write_partition_file
-from .registry import PARTITIONERS, PartitionOrder, partition_graph
+from .order import (local_view, order_from_parts, permute, permute_graph, read_partition_file,
+                    write_partition_file)
+from .registry import BALANCES_TRAINING, PARTITIONERS, PartitionOrder, partition_graph
 from .locality import reorder
 from .result import Partition
 from .simple import block_partition, random_partition
@@ -64,6 +65,6 @@ __all__ = [
     "random_partition", "metis_partition", "balanced_partition", "double_permutation",
     "reorder", "block_nnz_imbalance",
     # the registry and what the command lines do with a partition
-    "PARTITIONERS", "PartitionOrder", "partition_graph", "order_from_parts", "permute",
-    "read_partition_file", "write_partition_file",
+    "PARTITIONERS", "BALANCES_TRAINING", "PartitionOrder", "partition_graph", "order_from_parts",
+    "permute", "permute_graph", "local_view", "read_partition_file", "write_partition_file",
 ]

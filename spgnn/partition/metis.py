@@ -57,7 +57,8 @@ def metis_parts(A: sp.csr_array, nparts: int, balance: str, seed: int, ufactor=N
 
 
 def metis_partition(A, nparts: int, *, balance: str = "vertices", seed: int = 0,
-                    ufactor: int | None = None, objective: str = "cut") -> Partition:
+                    ufactor: int | None = None, objective: str = "cut",
+                    train_mask=None) -> Partition:
     """METIS k-way partition (through pymetis) of the symmetrised graph of A.
 
     Parameters
@@ -76,6 +77,13 @@ def metis_partition(A, nparts: int, *, balance: str = "vertices", seed: int = 0,
         METIS load imbalance in 1/1000 (default 30, i.e. 3 %).
     objective : {"cut", "vol"}
         Minimise the edge cut (default) or the total communication volume.
+    train_mask : bool (n,), optional
+        Balance training vertices too: two balance constraints, vertices
+        and training vertices (DistGNN-MB's partition, paper 001 §3.1, after
+        DistDGL), so the ranks' minibatch counts stay close.  Only with the
+        default ``balance``, ``ufactor`` and ``objective``; one constraint
+        when there is no training vertex (METIS needs positive totals per
+        constraint).
 
     Raises
     ------
@@ -90,26 +98,22 @@ def metis_partition(A, nparts: int, *, balance: str = "vertices", seed: int = 0,
         raise ValueError(f"metis_partition: objective must be 'cut' or 'vol', "
                          f"but got {objective!r}")
     A = as_pattern(A, "metis_partition")
+    if train_mask is not None:
+        if (balance, ufactor, objective) != ("vertices", None, "cut"):
+            raise ValueError("metis_partition: train_mask takes the default balance, ufactor "
+                             "and objective")
+        return _metis_train(A, nparts, train_mask, seed)
     parts = metis_parts(A, nparts, balance, seed, ufactor, objective)
     return make_partition(A, parts, nparts, f"metis-{balance}",
                           {"seed": seed, "balance": balance, "objective": objective})
 
 
-def metis_train_partition(A, nparts: int, train_mask, *, seed: int = 0) -> Partition:
-    """METIS k-way balanced on two constraints: vertices and training vertices.
-
-    DistGNN-MB's partition (paper 001 §3.1, after DistDGL): every part gets
-    about ``n / nparts`` vertices *and* about ``n_train / nparts`` training
-    vertices, so the ranks' minibatch counts stay close.  ``train_mask``:
-    bool (n,).  Falls back to one constraint when there is no training
-    vertex (METIS needs positive totals per constraint).
-    """
-    nparts = check_nparts(nparts, "metis_train_partition")
-    A = as_pattern(A, "metis_train_partition")
+def _metis_train(A, nparts, train_mask, seed):
+    """METIS k-way balanced on vertices and training vertices (``train_mask``), checked ``A``."""
     n = A.shape[0]
     tm = np.asarray(train_mask, dtype=bool).reshape(-1)
     if tm.size != n:
-        raise ValueError(f"metis_train_partition: train_mask has {tm.size} entries for {n} "
+        raise ValueError(f"metis_partition: train_mask has {tm.size} entries for {n} "
                          f"vertices")
     if nparts == 1 or n == 0 or nparts >= n or not tm.any():
         parts = metis_parts(A, nparts, "vertices", seed)

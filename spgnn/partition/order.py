@@ -1,13 +1,16 @@
-"""Vertex orders as the command lines use them: from part ids, applied to A, in files."""
+"""Vertex orders as the command lines use them: from part ids, applied to A or a graph, in files."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import scipy.sparse as sp
 
 from ._common import perm_offsets
 
-__all__ = ["order_from_parts", "permute", "read_partition_file", "write_partition_file"]
+__all__ = ["order_from_parts", "permute", "permute_graph", "local_view", "read_partition_file",
+           "write_partition_file"]
 
 
 def order_from_parts(parts, nparts):
@@ -25,6 +28,32 @@ def permute(adj, perm):
     if perm is None:
         return adj
     return sp.csr_array(adj[perm][:, perm])
+
+
+def permute_graph(graph, perm):
+    """The same :class:`spgnn.io.Graph` with new vertex ``i`` = old vertex ``perm[i]``. Local, pure.
+
+    :func:`permute` for the adjacency; features, labels, masks and node ids
+    follow the vertices.
+    """
+    def take(x):
+        return None if x is None else x[perm]
+    return dataclasses.replace(graph, adj=permute(graph.adj, perm), features=take(graph.features),
+                               labels=take(graph.labels), train_mask=take(graph.train_mask),
+                               val_mask=take(graph.val_mask), test_mask=take(graph.test_mask),
+                               node_ids=perm if graph.node_ids is None else graph.node_ids[perm])
+
+
+def local_view(a, lo, hi):
+    """``A`` with only rows ``lo:hi`` kept (same shape): a rank's one-hop view. Local, pure."""
+    a = sp.csr_array(a)
+    indptr = np.asarray(a.indptr, dtype=np.int64)
+    n = a.shape[0]
+    new_ptr = np.zeros(n + 1, dtype=np.int64)
+    new_ptr[lo + 1:hi + 1] = indptr[lo + 1:hi + 1] - indptr[lo]
+    new_ptr[hi + 1:] = new_ptr[hi]
+    s, e = indptr[lo], indptr[hi]
+    return sp.csr_array((a.data[s:e], a.indices[s:e], new_ptr), shape=a.shape)
 
 
 def read_partition_file(path, n):

@@ -13,19 +13,25 @@ from .result import Partition
 from .simple import block_partition, random_partition
 from .stats import PartitionStats
 
-__all__ = ["PARTITIONERS", "PartitionOrder", "partition_graph"]
+__all__ = ["PARTITIONERS", "BALANCES_TRAINING", "PartitionOrder", "partition_graph"]
 
 #: Every partitioner a command line or :class:`spgnn.gnn.DistGraph` accepts, by
 #: name.  Each is called as ``function(A, nparts, seed=seed)`` and returns a
 #: :class:`Partition`.  ``"none"`` keeps the input order in even contiguous
 #: blocks (:func:`block_partition`).  Adding a partitioner is adding it here:
-#: the ``--partition`` choices and :func:`partition_graph` follow.
+#: the ``--partition`` choices and :func:`partition_graph` follow.  A
+#: partitioner named in :data:`BALANCES_TRAINING` also takes ``train_mask=``.
 PARTITIONERS: dict[str, Callable[..., Partition]] = {
     "none": block_partition,
     "random": random_partition,
     "metis": metis_partition,
     "balanced": balanced_partition,
 }
+
+#: The partitioners that also balance training vertices when :func:`partition_graph`
+#: is given a ``train_mask`` (``"metis"``: two balance constraints, DistGNN-MB's
+#: partition for partitioned minibatch training); the others ignore the mask.
+BALANCES_TRAINING = frozenset({"metis"})
 
 
 class PartitionOrder(NamedTuple):
@@ -49,7 +55,8 @@ class PartitionOrder(NamedTuple):
     stats: PartitionStats | None
 
 
-def partition_graph(adj, method: str, nparts: int, seed: int = 0) -> PartitionOrder:
+def partition_graph(adj, method: str, nparts: int, seed: int = 0, *,
+                    train_mask=None) -> PartitionOrder:
     """Partition the rows of ``adj`` into ``nparts`` blocks with the partitioner ``method``.
 
     Parameters
@@ -61,6 +68,9 @@ def partition_graph(adj, method: str, nparts: int, seed: int = 0) -> PartitionOr
     nparts : int
     seed : int
         Passed to the partitioner (``"none"`` ignores it).
+    train_mask : bool (n,), optional
+        Training vertices, balanced over the parts too by the partitioners
+        of :data:`BALANCES_TRAINING` (ignored by the others).
 
     Returns
     -------
@@ -79,5 +89,7 @@ def partition_graph(adj, method: str, nparts: int, seed: int = 0) -> PartitionOr
     if method == "none":
         return PartitionOrder(None, np.asarray(block_offsets(adj.shape[0], nparts), dtype=np.int64),
                               None)
-    p = PARTITIONERS[method](adj, nparts, seed=seed)
+    extra = {} if train_mask is None or method not in BALANCES_TRAINING else \
+        {"train_mask": train_mask}
+    p = PARTITIONERS[method](adj, nparts, seed=seed, **extra)
     return PartitionOrder(p.perm, np.asarray(p.offsets, dtype=np.int64), p.stats)

@@ -44,6 +44,7 @@ PARTS = (
     ("interop", ("spgnn.interop.*",), "PyG, torch, networkx, scipy converters"),
     ("partition", ("spgnn.partition.*",), "partitioners"),
     ("sampling", ("spgnn.sampling.*",), "GraphSAGE / LADIES sampling"),
+    ("algorithms", ("spgnn.algorithms",), "BFS, SSSP, PageRank, triangles on the operations"),
     ("checkpoint", ("spgnn.checkpoint",), "atomic training checkpoints"),
     ("gnn", ("spgnn.gnn.*",), "layers, models, training"),
     ("face", ("spgnn", "spgnn.__main__", "spgnn.cli.*", "spgnn.bench", "spgnn.datasets",
@@ -55,7 +56,7 @@ PARTS = (
 EVERY_PART_MAY_IMPORT = ("base",)
 
 _LIBRARY = ("base", "kernels", "layout", "local", "backends", "comm", "grid", "core", "plan",
-            "io", "interop", "partition", "sampling", "checkpoint", "gnn")
+            "io", "interop", "partition", "sampling", "algorithms", "checkpoint", "gnn")
 
 #: Which parts a part may import, besides itself and :data:`EVERY_PART_MAY_IMPORT`.
 ALLOWED = {
@@ -72,6 +73,7 @@ ALLOWED = {
     "interop": ("io",),
     "partition": ("io", "layout", "kernels"),
     "sampling": ("core", "backends", "grid", "layout", "local"),
+    "algorithms": ("core", "layout", "local"),
     "checkpoint": (),
     "gnn": ("core", "sampling", "io", "partition", "grid", "layout", "local", "backends", "comm",
             "checkpoint"),

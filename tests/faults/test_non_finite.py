@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from spgnn import run_loopback
 from spgnn.checkpoint import load_checkpoint, save_checkpoint
 from spgnn.errors import NonFiniteError
-from spgnn.gnn import GCN, Adam, DistGraph, GraphSAGE, MinibatchGraph, MinibatchTrainer, Trainer
+from spgnn.gnn import GCN, Adam, DistGraph, GraphSAGE, MinibatchGraph, Sampled, Trainer
 from spgnn.io import load_graph, save_npz
 from spgnn.sampling import GraphSAGESampler
 from spgnn.testing.jobs import Job
@@ -116,8 +116,8 @@ def test_minibatch_training_stops_at_the_first_non_finite_gradient():
     def body(comm):
         mg = MinibatchGraph.from_graph(GRAPH if comm.rank == 0 else None, comm)
         model = GraphSAGE(mg.num_features, 8, mg.num_classes, layers=2, seed=0)
-        tr = MinibatchTrainer(model, mg, GraphSAGESampler((3, 3), frontier="unique", seed=0),
-                              Adam(model.param_groups(), lr=0.01), batch_size=64, bulk=2)
+        tr = Trainer(model, Sampled(mg, GraphSAGESampler((3, 3), frontier="unique", seed=0),
+                                    batch_size=64, bulk=2), Adam(model.param_groups(), lr=0.01))
         _poison(model, "0.w_neigh")
         try:
             tr.train_epoch()

@@ -37,6 +37,12 @@ CASES = {
                                    "has no training vertices"),
     "train-gcn-sage-option": (["train", "--graph", "sbm:300:3:0", "--eval-every", "2"],
                               "--eval-every only apply to --model sage"),
+    # issue 38: a NaN tolerance ran to max_iter and printed a normal result
+    "graph-pagerank-tol-nan": (["graph", "pagerank", "--graph", "rmat:6", "--tol", "nan"],
+                               "pagerank: tol (the L1 tolerance) must be a finite number > 0"),
+    # issue 38: a KeyError traceback
+    "datasets-unknown-name": (["datasets", "info", "coraa"],
+                              "unknown dataset 'coraa' (did you mean 'cora'?)"),
 }
 
 

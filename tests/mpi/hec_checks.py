@@ -2,7 +2,7 @@
 
 Run: ``mpiexec -n P python -m mpi4py tests/mpi/hec_checks.py``.
 
-* :func:`check_partitioned` -- ``PartitionedTrainer`` without the cache
+* :func:`check_partitioned` -- the ``Halo`` source without the cache
   (``--hec off``) on ``P`` ranks ends every epoch with parameters
   bit-identical on every rank and equal (to summation order) to
   :func:`reference_partitioned`: one process that replays every rank's local
@@ -31,8 +31,10 @@ import numpy as np  # noqa: E402
 from spgnn import Communicator  # noqa: E402
 from spgnn.gnn import BlockContext  # noqa: E402
 from spgnn.gnn.optim import Adam  # noqa: E402
-from spgnn.gnn.partitioned import (HaloGraph, PartitionedTrainer, local_batches,  # noqa: E402
-                                   local_view, partition_graph_for_training, permute_graph)
+from spgnn.gnn.partitioned import HaloGraph, local_batches  # noqa: E402
+from spgnn.gnn.sources import Halo  # noqa: E402
+from spgnn.gnn.train import Trainer  # noqa: E402
+from spgnn.partition import local_view, partition_graph, permute_graph  # noqa: E402
 from spgnn.io.preprocess import neighbour_pattern, row_normalize_features  # noqa: E402
 from spgnn.sampling import LocalGraph  # noqa: E402
 from spgnn.testing.asserts import assert_dist_equal, collective_assert  # noqa: E402
@@ -50,7 +52,8 @@ def small_graph():
 
 def reference_partitioned(graph, p, cfg, dtype=np.float64):
     """One process replaying the P ranks' partitioned iterations; state per epoch. Local."""
-    _, perm, off = partition_graph_for_training(graph, p, cfg["partition"], cfg["seed"])
+    perm, off, _ = partition_graph(graph.adj, cfg["partition"], p, cfg["seed"],
+                                   train_mask=graph.train_mask)
     g = permute_graph(graph, perm)
     a = neighbour_pattern(g.adj)
     x = row_normalize_features(g.features, np.float64).astype(dtype)
@@ -95,8 +98,8 @@ def train_partitioned(comm, graph, cfg, dtype=np.float64, hec=None):
                          seed=cfg["seed"], dtype=dtype)
     model = make_model(hg.mg.num_features, hg.mg.num_classes, cfg)
     opt = Adam(model.param_groups(cfg["weight_decay"]), lr=cfg["lr"])
-    tr = PartitionedTrainer(model, hg, make_sampler(cfg), opt, batch_size=cfg["batch_size"],
-                            seed=cfg["seed"], hec=hec, dtype=dtype)
+    tr = Trainer(model, Halo(hg, make_sampler(cfg), batch_size=cfg["batch_size"], hec=hec), opt,
+                 seed=cfg["seed"])
     states, recs = [], []
     for _ in range(cfg["epochs"]):
         recs.append(tr.train_epoch())
@@ -116,7 +119,7 @@ def check_partitioned(comm, graph, cfg, ref):
     lab = recs[-1]["bytes_by_label"]
     collective_assert(comm, any("grad" in k for k in lab) or comm.size == 1,
                       f"labels {sorted(lab)}")
-    collective_assert(comm, all(r["steps"] == tr.iterations for r in recs), "steps")
+    collective_assert(comm, all(r["steps"] == tr.steps_per_epoch for r in recs), "steps")
 
 
 
@@ -177,7 +180,7 @@ def check_hec_protocol(comm, graph, cfg=None, d=1, nc=3, ls=1, policy="drop"):
     collective_assert(comm, all(ev.bytes_sent <= 8 * nc * (comm.size - 1) for ev in calls),
                       "push cap exceeded")
     # the schedule: M - d pushes per level
-    m = tr.iterations
+    m = tr.steps_per_epoch
     per_level = len(calls) // max(len(runner.dims), 1)
     collective_assert(comm, per_level == max(m - d, 0), f"{per_level} pushes, M={m}, d={d}")
     collective_assert(comm, m > d, f"M={m} <= d={d}: nothing pushed, the check is vacuous")

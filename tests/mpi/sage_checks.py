@@ -26,8 +26,9 @@ import numpy as np  # noqa: E402
 
 from spgnn import Communicator  # noqa: E402
 from spgnn.gnn import BlockContext, GraphSAGE  # noqa: E402
-from spgnn.gnn.minibatch import (FeatureStore, MinibatchGraph, MinibatchTrainer,  # noqa: E402
-                                 step_schedule)
+from spgnn.gnn.minibatch import FeatureStore, MinibatchGraph, step_schedule  # noqa: E402
+from spgnn.gnn.sources import Sampled  # noqa: E402
+from spgnn.gnn.train import Trainer  # noqa: E402
 from spgnn.gnn.optim import Adam  # noqa: E402
 from spgnn.io import load_graph  # noqa: E402
 from spgnn.io.preprocess import neighbour_pattern, row_normalize_features  # noqa: E402
@@ -135,8 +136,8 @@ def train_dist(comm, graph, cfg, mode="replicated", c=1, dtype=np.float64, root=
                                    mode=mode, replication=c, root=root, dtype=dtype)
     model = make_model(mg.num_features, mg.num_classes, cfg)
     opt = Adam(model.param_groups(cfg["weight_decay"]), lr=cfg["lr"])
-    tr = MinibatchTrainer(model, mg, make_sampler(cfg), opt, batch_size=cfg["batch_size"],
-                          bulk=cfg["bulk"], seed=cfg["seed"])
+    tr = Trainer(model, Sampled(mg, make_sampler(cfg), batch_size=cfg["batch_size"],
+                                bulk=cfg["bulk"]), opt, seed=cfg["seed"])
     states, recs = [], []
     for _ in range(cfg["epochs"]):
         recs.append(tr.train_epoch())

@@ -27,7 +27,8 @@ import scipy.sparse as sp
 from spgnn.core.hybrid import predict_messages
 from spgnn.gnn import Adam, DistGraph, FullBatchSAGE, Trainer
 from spgnn.gnn.compression import configure_exchange
-from spgnn.gnn.label_prop import LabelPropagation, LabelPropTrainer
+from spgnn.gnn.label_prop import LabelPropagation
+from spgnn.gnn.sources import FullGraph
 from spgnn.io import Graph, sbm
 from spgnn.testing.asserts import assert_dist_allclose, collective_assert
 
@@ -47,11 +48,11 @@ def train_sage_full(comm, graph, aggregation="post", quantize="none", label_prop
                               normalize_features=False, replication=replication)
     if algorithm == "1d-aware":
         configure_exchange(dg, aggregation, quantize, "stochastic", seed=3)
-    lp = LabelPropagation(dg, label_prop, seed=1).attach() if label_prop else None
-    model = FullBatchSAGE(dg.num_features, HIDDEN, dg.num_classes, layers=LAYERS,
+    src = FullGraph(dg, LabelPropagation(dg, label_prop, seed=1) if label_prop else None)
+    model = FullBatchSAGE(src.num_features, HIDDEN, dg.num_classes, layers=LAYERS,
                           dropout=dropout, seed=SEED)
     opt = Adam(model.param_groups(5e-4), lr=LR)
-    tr = Trainer(model, dg, opt) if lp is None else LabelPropTrainer(model, dg, opt, lp)
+    tr = Trainer(model, src, opt)
     return [tr.train_epoch() for _ in range(epochs)], tr
 
 
@@ -114,7 +115,7 @@ def check_epoch_bytes(comm, graph, aggregation, quantize, label_prop=0.0):
             got[k] = got.get(k, 0) + v
     got.pop("gnn-loss:total", None)
     got = {k: v for k, v in got.items() if v}         # one rank: labels of empty exchanges
-    want = expected_epoch_bytes(graph, comm.size, aggregation, quantize, tr.graph.num_features)
+    want = expected_epoch_bytes(graph, comm.size, aggregation, quantize, tr.source.num_features)
     collective_assert(comm, got == want, f"bytes by label {got} != {want}")
     return got
 

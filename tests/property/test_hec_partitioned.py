@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from spgnn import run_loopback
-from spgnn.gnn.partitioned import local_view, partition_graph_for_training
+from spgnn.partition import PARTITIONERS, local_view, partition_graph
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mpi"))
 from hec_checks import CFG, check_partitioned, reference_partitioned, small_graph  # noqa: E402
@@ -27,7 +27,8 @@ def test_partitioned_training_matches_single_process_reference(p):
 def test_uneven_minibatch_counts_do_not_hang():
     """A partition where ranks own very different numbers of training vertices: empty steps."""
     cfg = dict(CFG, batch_size=4, epochs=1)
-    _, perm, off = partition_graph_for_training(GRAPH, 4, cfg["partition"], cfg["seed"])
+    perm, off, _ = partition_graph(GRAPH.adj, cfg["partition"], 4, cfg["seed"],
+                                   train_mask=GRAPH.train_mask)
     # the uneven case is real for this graph and seed (not assumed)
     counts = [int(GRAPH.train_mask[perm[off[r]:off[r + 1]]].sum()) for r in range(4)]
     assert len({-(-c // 4) for c in counts}) > 1, counts
@@ -44,7 +45,7 @@ def test_local_view_keeps_only_owned_rows():
 
 
 def test_metis_two_constraints_balance_training_vertices():
-    parts, _, _ = partition_graph_for_training(GRAPH, 4, "metis", 0)
+    parts = PARTITIONERS["metis"](GRAPH.adj, 4, seed=0, train_mask=GRAPH.train_mask).parts
     tr = np.bincount(parts[GRAPH.train_mask], minlength=4)
     assert tr.max() <= 1.25 * GRAPH.train_mask.sum() / 4 + 1, tr
 

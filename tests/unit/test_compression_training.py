@@ -6,7 +6,8 @@ import pytest
 from spgnn.comm import run_loopback
 from spgnn.gnn import GCN, Adam, DistGraph, Trainer
 from spgnn.gnn.compression import configure_exchange
-from spgnn.gnn.label_prop import LabelPropagation, LabelPropTrainer
+from spgnn.gnn.label_prop import LabelPropagation
+from spgnn.gnn.sources import FullGraph
 from spgnn.io import Graph, sbm
 from spgnn.testing.gnn_reference import train_reference
 
@@ -28,10 +29,10 @@ def train(comm, aggregation, quantize, label_prop=0.0, epochs=EPOCHS):
     dg = DistGraph.from_graph(G if comm.rank == 0 else None, comm, algorithm="1d-aware",
                               dtype=np.float64, backend="numba")
     configure_exchange(dg, aggregation, quantize, "stochastic", seed=3)
-    lp = LabelPropagation(dg, label_prop, seed=1).attach() if label_prop else None
-    model = GCN(dg.num_features, 6, dg.num_classes, layers=2, dropout=0.0, seed=1)
+    src = FullGraph(dg, LabelPropagation(dg, label_prop, seed=1) if label_prop else None)
+    model = GCN(src.num_features, 6, dg.num_classes, layers=2, dropout=0.0, seed=1)
     opt = Adam(model.param_groups(5e-4), lr=0.05)
-    tr = Trainer(model, dg, opt) if lp is None else LabelPropTrainer(model, dg, opt, lp)
+    tr = Trainer(model, src, opt)
     return [tr.train_epoch() for _ in range(epochs)], tr
 
 
@@ -58,7 +59,7 @@ def test_quantized_training_bytes_and_losses():
 def test_label_propagation_never_leaks():
     def fn(comm):
         _, tr = train(comm, "post", "none", label_prop=0.6, epochs=2)
-        lp = tr.label_prop
+        lp = tr.source.transform
         nodes = lp.nodes
         C = lp.num_classes
         out = {}
@@ -71,7 +72,7 @@ def test_label_propagation_never_leaks():
             rows = np.flatnonzero(cols.any(1))
             assert np.array_equal(cols[rows].argmax(1), nodes["label"][rows])
             out[e] = dict(zip(nodes["orig"].tolist(), m.tolist()))
-        ev = np.asarray(tr.graph.features.local)[:, -C:]
+        ev = np.asarray(tr.source.eval_features.local)[:, -C:]
         assert np.array_equal(ev.any(1), nodes["train"])      # evaluation: every train label
         return out
 
