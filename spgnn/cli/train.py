@@ -136,6 +136,11 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
               f"{' --replication %d' % cfg.replication if cfg.algo.startswith('15d') else ''}:"
               f"\n{describe(built.auto)}", file=sys.stderr, flush=True)
     trainer, selection = built.trainer, built.selection
+    if config.hec is not None and trainer.steps_per_epoch == 1 and comm.rank == 0:
+        print(f"train: warning: --batch-size {config.batch_size} gives one iteration per epoch "
+              f"(the largest rank owns {config.batch_size} or fewer training vertices): the "
+              f"cache is never read with --hec-delay >= 1; use a smaller --batch-size",
+              file=sys.stderr, flush=True)
     history, resumed_from = ([], None) if not config.resume else \
         _resume.resume(comm, config, record, trainer, selection)
     metrics = Metrics(history)
@@ -200,7 +205,7 @@ def _mode_report(comm, built, last, selection, restored, last_ev):
         {"best_val_acc": None, "test_acc_at_best_val": None, "best_epoch": None}
     out = {"sampler": cfg.sampler, "fanout": list(cfg.fanout), "batch_size": cfg.batch_size,
            "bulk": cfg.bulk, "partition_mode": cfg.partition_mode,
-           "replication": trainer.graph.replication, "hidden": cfg.hidden,
+           "replication": trainer.source.mg.replication, "hidden": cfg.hidden,
            "steps_per_epoch": trainer.steps_per_epoch, "fetch_bytes_per_epoch": fetch,
            "model_selection": "best-val" if restored else "last",
            "last_epoch_test_acc": last_ev["test_acc"], "last_epoch_val_acc": last_ev["val_acc"],

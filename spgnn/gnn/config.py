@@ -598,8 +598,8 @@ APPLIES = (
     (("hec_reset",), lambda c: c.hec is not None, "--hec-reset applies to --hec on|off"),
 )
 
-#: Partitions a halo graph is cut by (``hec on|off``).
-_HALO_PARTITIONS = ("metis", "random", "balanced")
+#: Partitions a halo graph is cut by (``hec on|off``): every partitioner but the identity.
+_HALO_PARTITIONS = tuple(p for p in PARTITIONERS if p != "none")
 
 _RECORD_KEYS = ("graph", "name", "model", "algo", "partition", "hidden", "layers", "lr",
                 "weight_decay", "dropout", "bias", "replication", "grid", "dtype", "seed",

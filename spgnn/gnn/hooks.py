@@ -14,7 +14,10 @@ import numpy as np
 
 from ..checkpoint import save_checkpoint_collective
 
-__all__ = ["Hook", "Metrics", "EvaluateEvery", "ProgressBar", "Checkpoint"]
+__all__ = ["Hook", "Metrics", "EvaluateEvery", "ProgressBar", "Checkpoint", "SELECTIONS"]
+
+#: Which epoch's model :class:`EvaluateEvery` keeps: the best on validation, or the last.
+SELECTIONS = ("best-val", "last")
 
 
 class Hook:
@@ -72,8 +75,8 @@ class EvaluateEvery(Hook):
     def __init__(self, every, select="last", best=None, best_state=None):
         if int(every) < 1:
             raise ValueError(f"EvaluateEvery: every must be >= 1, but got {every}")
-        if select not in ("last", "best-val"):
-            raise ValueError(f"EvaluateEvery: select must be 'last' or 'best-val', but got "
+        if select not in SELECTIONS:
+            raise ValueError(f"EvaluateEvery: select must be one of {SELECTIONS}, but got "
                              f"{select!r}")
         self.every, self.select = int(every), select
         self.best = dict(best) if best else {"best_val_acc": None, "test_acc_at_best_val": None,
