@@ -62,7 +62,8 @@ from .context import GraphContext
 from .placement import Plexus3D, Row1D, as_placement
 from .sparse import SPARSE_DENSITY, SparseBackedMatrix
 
-__all__ = ["DistGraph", "NodeData", "ALGORITHMS", "PARTITIONS", "ADJACENCIES", "default_grid_3d"]
+__all__ = ["DistGraph", "NodeData", "Shards", "ALGORITHMS", "PARTITIONS", "ADJACENCIES",
+           "default_grid_3d"]
 
 #: Algorithms a GCN trains on.
 ALGORITHMS = DISTRIBUTED_ALGORITHMS
@@ -223,11 +224,12 @@ class Ordered:
     nodes_r: NodeData | None = None
 
 
-def order(comm, prepared, placement, nparts, partition, seed, everyone):
+def order(comm, prepared, nparts, partition, seed, *, everyone, double):
     """Step 2: rank 0 decides the vertex order; every holder applies it. Collective.
 
     ``prepared`` is :func:`prepare`'s result on the holders (rank 0 always),
-    ``None`` elsewhere; ``everyone``: every rank holds it.
+    ``None`` elsewhere; ``everyone``: every rank holds it; ``double``: then
+    Plexus's double permutation (``Plexus3D(permute="double")``).
     """
     perm, meta, stats = None, None, None
     if comm.rank == 0:
@@ -256,7 +258,7 @@ def order(comm, prepared, placement, nparts, partition, seed, everyone):
         adj = sp.csr_array(adj[perm][:, perm])
         adj.sort_indices()
         x, nodes = x[perm], nodes.take(perm)
-    if isinstance(placement, Plexus3D) and placement.permute == "double":
+    if double:
         # rank 0 and every holder draw the same P_r, P_c from the seed
         dp = double_permutation(adj, seed)
         adj, out.adj2 = dp.matrices(adj)
@@ -463,12 +465,13 @@ class DistGraph:
             except (ValueError, TypeError, NonFiniteError) as exc:
                 err = exc
         comm.agree(err)
-        # 2. order; 3. place; 4. scatter
-        ordered = order(comm, prepared, placement, placement.nparts(grid), partition, seed,
-                        everyone)
+        # 2. order; 3. place; 4. scatter (issue 37: a shard reader makes `meta` and
+        # `shards` from files instead of steps 1, 2 and 4, and calls the constructor)
+        double = isinstance(placement, Plexus3D) and placement.permute == "double"
+        ordered = order(comm, prepared, placement.nparts(grid), partition, seed,
+                        everyone=everyone, double=double)
         meta = ordered.meta
         layouts = placement.layouts(grid, meta["n"], meta["offsets"])
-        double = isinstance(placement, Plexus3D) and placement.permute == "double"
         shards = scatter(ordered, grid, layouts, everyone=everyone, double=double,
                          backend=backend)
         if sparse_features is None:

@@ -46,7 +46,7 @@ PERMUTES = ("none", "double")
 
 def _choice(owner, name, value, choices):
     if value not in choices:
-        raise ValueError(f"{owner}: {name} must be one of {choices}, but got {value!r}")
+        raise ValueError(f"{owner}: unknown {name} {value!r}; expected one of {choices}")
 
 
 def _flag(owner, name, value):
@@ -57,7 +57,7 @@ def _flag(owner, name, value):
 def _count(owner, name, value, error=ValueError):
     """``value`` as an int >= 1, or ``error`` naming ``name``."""
     if isinstance(value, (bool, np.bool_)) or int(value) != value or int(value) < 1:
-        raise error(f"{owner}: {name} must be an integer >= 1, but got {value!r}")
+        raise error(f"{owner}: {name} must be >= 1 (an integer), but got {value!r}")
     return int(value)
 
 
