@@ -59,7 +59,7 @@ from ..io.preprocess import (mean_adjacency, neighbour_pattern, normalized_adjac
 from ..io.synthetic import SYNTHETIC_HINT
 from ..partition import PARTITIONERS, double_permutation, partition_graph
 from .context import GraphContext
-from .placement import Plexus3D, Row1D, as_placement
+from .placement import Plexus3D, Row1D, as_placement, check_choice
 from .sparse import SPARSE_DENSITY, SparseBackedMatrix
 
 __all__ = ["DistGraph", "NodeData", "Shards", "ALGORITHMS", "PARTITIONS", "ADJACENCIES",
@@ -325,12 +325,8 @@ def _sparse_backed(features):
 
 def _check_options(placement, partition, adjacency, sparse_features, on_device, dtype):
     """The ValueErrors of :meth:`DistGraph.from_graph` before anything moves. Pure."""
-    if partition not in PARTITIONS:
-        raise ValueError(f"DistGraph.from_graph: unknown partition {partition!r}; expected "
-                         f"one of {PARTITIONS}")
-    if adjacency not in ADJACENCIES:
-        raise ValueError(f"DistGraph.from_graph: unknown adjacency {adjacency!r}; expected one "
-                         f"of {ADJACENCIES}")
+    check_choice("DistGraph.from_graph", "partition", partition, PARTITIONS)
+    check_choice("DistGraph.from_graph", "adjacency", adjacency, ADJACENCIES)
     three = isinstance(placement, Plexus3D)
     if adjacency == "mean" and three:
         raise ValueError("DistGraph.from_graph: adjacency='mean' is not supported on '3d' "

@@ -44,7 +44,8 @@ __all__ = ["Exchange", "Row1D", "Rep15D", "Plexus3D", "PLACEMENTS", "PERMUTES", 
 PERMUTES = ("none", "double")
 
 
-def _choice(owner, name, value, choices):
+def check_choice(owner, name, value, choices):
+    """ValueError ``"<owner>: unknown <name> <value>; expected one of <choices>"`` unless a choice. Pure."""
     if value not in choices:
         raise ValueError(f"{owner}: unknown {name} {value!r}; expected one of {choices}")
 
@@ -90,10 +91,10 @@ class Exchange:
     param_dtype: str = "bf16"
 
     def __post_init__(self):
-        _choice("Exchange", "aggregation", self.aggregation, AGGREGATIONS)
-        _choice("Exchange", "quantize", self.quantize, QUANTIZE_CHOICES)
-        _choice("Exchange", "rounding", self.rounding, ROUNDINGS)
-        _choice("Exchange", "param_dtype", self.param_dtype, PARAM_DTYPES)
+        check_choice("Exchange", "aggregation", self.aggregation, AGGREGATIONS)
+        check_choice("Exchange", "quantize", self.quantize, QUANTIZE_CHOICES)
+        check_choice("Exchange", "rounding", self.rounding, ROUNDINGS)
+        check_choice("Exchange", "param_dtype", self.param_dtype, PARAM_DTYPES)
         if isinstance(self.seed, (bool, np.bool_)) or int(self.seed) != self.seed:
             raise ValueError(f"Exchange: seed must be an integer, but got {self.seed!r}")
 
@@ -231,7 +232,7 @@ class Plexus3D:
                 raise GridError(f"Plexus3D: grid must be three positive ints (x, y, z), but got "
                                 f"{self.grid!r}")
             object.__setattr__(self, "grid", tuple(int(g) for g in shape))
-        _choice("Plexus3D", "permute", self.permute, PERMUTES)
+        check_choice("Plexus3D", "permute", self.permute, PERMUTES)
         object.__setattr__(self, "agg_blocks", _count("Plexus3D", "agg_blocks", self.agg_blocks))
         _flag("Plexus3D", "shard_input", self.shard_input)
         _flag("Plexus3D", "shard_weights", self.shard_weights)
