@@ -108,11 +108,6 @@ class Exchange:
         return make_codec(self.quantize, self.rounding, self.param_dtype, int(self.seed))
 
 
-def _row_layouts(n, splits):
-    lay = Layout("row", row_splits=tuple(splits))
-    return Layouts(lay, lay, lay, tuple(splits))
-
-
 @dataclass(frozen=True)
 class Row1D:
     """Rows of Â, features and node data in ``P`` blocks on a ``("row",)`` grid.
@@ -146,7 +141,8 @@ class Row1D:
 
     def layouts(self, grid, n, splits):
         """Everything in ``Layout("row", splits)``: ``splits`` are the partition's ``P`` blocks. Pure."""
-        return _row_layouts(n, splits)
+        lay = Layout("row", row_splits=tuple(splits))
+        return Layouts(lay, lay, lay, tuple(splits))
 
 
 @dataclass(frozen=True)
