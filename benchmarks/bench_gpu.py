@@ -195,7 +195,7 @@ def spgnn_gcn_epoch(dev, args, adj, x, y, mask):
     import numpy as np
 
     graph = Graph(adj=adj, features=x, labels=y, train_mask=mask, name="bench-gpu")
-    dg = DistGraph.from_graph(graph, solo_communicator(), algorithm="1d", backend=dev.ours,
+    dg = DistGraph.from_graph(graph, solo_communicator(), "1d", backend=dev.ours,
                               dtype=np.float32, normalize_features=False)
     model = GCN(dg.num_features, args.hidden, args.classes, dropout=DROPOUT, seed=0, bias=True)
     first = model.parameters()[0]

@@ -38,7 +38,7 @@ def _spgnn_epoch(graph, hidden, heads, dropout, lr, wd, backend):
     from ..gnn import Adam, DistGraph, Trainer
     from ..gnn.gat import GAT
 
-    g = DistGraph.from_graph(graph, solo_communicator(), algorithm="1d-aware", dtype=np.float32,
+    g = DistGraph.from_graph(graph, solo_communicator(), "1d-aware", dtype=np.float32,
                              backend=backend)
     model = GAT(g.num_features, hidden, g.num_classes, heads=heads, dropout=dropout, seed=0)
     tr = Trainer(model, g, Adam(model.param_groups(wd), lr=lr))

@@ -100,7 +100,7 @@ def spgnn_epoch_seconds(adj, features, labels, train_mask, hidden, threads, repe
         t0 = time.perf_counter()
         graph = Graph(adj=adj, features=features, labels=np.asarray(labels),
                       train_mask=np.asarray(train_mask), name="bench")
-        dg = DistGraph.from_graph(graph, comm, algorithm="1d-aware", dtype=np.float32,
+        dg = DistGraph.from_graph(graph, comm, "1d-aware", dtype=np.float32,
                                   normalize_features=False)
         c = int(np.max(labels)) + 1
         if input_dropout:

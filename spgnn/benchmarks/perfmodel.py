@@ -169,7 +169,7 @@ def measure_epochs(comm, spec, cal, *, feat=64, hidden=64, classes=8, epochs=7, 
     collective's seconds include waiting for the slower rank).  Returns the
     rows on rank 0.
     """
-    from spgnn.gnn import GCN, Adam, DistGraph, Trainer
+    from spgnn.gnn import GCN, Adam, DistGraph, Trainer, placement_for
     from spgnn.perfmodel import predict_epoch
     from spgnn.io.preprocess import normalized_adjacency as normalize_adjacency
 
@@ -177,9 +177,9 @@ def measure_epochs(comm, spec, cal, *, feat=64, hidden=64, classes=8, epochs=7, 
     dims = [feat, hidden, classes]
     rows = []
     for algo, c, grid in configs or EPOCH_CONFIGS:
-        kw = {"grid": grid} if grid else {}
-        dg = DistGraph.from_graph(graph, comm, algorithm=algo, replication=c, backend=backend,
-                                  normalize_features=False, **kw)
+        kw = {"c": c} if algo.startswith("15d") else {"grid": grid}
+        dg = DistGraph.from_graph(graph, comm, placement_for(algo, **kw), backend=backend,
+                                  normalize_features=False)
         model = GCN(dg.num_features, hidden, dg.num_classes, layers=2, dropout=0.0)
         trainer = Trainer(model, dg, Adam(model.param_groups(0), lr=0.01))
         trainer.train_epoch()                                   # warm-up (plans, compile)

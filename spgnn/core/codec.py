@@ -32,7 +32,10 @@ import numpy as np
 from ..backends import _quant
 from ..counter_rng import mix64
 
-__all__ = ["Codec", "make_codec", "wire_bytes"]
+__all__ = ["Codec", "make_codec", "wire_bytes", "QUANTIZE_CHOICES"]
+
+#: The quantized exchanges a command or an :class:`~spgnn.gnn.placement.Exchange` may ask for.
+QUANTIZE_CHOICES = ("none", "int8", "int4", "int2")
 
 
 def wire_bytes(seg_counts, width, bits=None, param_dtype="bf16", itemsize=4,
@@ -126,8 +129,6 @@ def make_codec(quantize, rounding="stochastic", param_dtype="bf16", seed=0, pack
     """A :class:`Codec` from a name ``"none" | "int8" | "int4" | "int2"`` (``None`` for none). Pure."""
     if quantize in (None, "none", "fp32"):
         return None
-    names = {"int8": 8, "int4": 4, "int2": 2}
-    if quantize not in names:
-        raise ValueError(f"quantize must be one of 'none', 'int8', 'int4', 'int2', but got "
-                         f"{quantize!r}")
-    return Codec(names[quantize], rounding, param_dtype, seed, pack_axis)
+    if quantize not in QUANTIZE_CHOICES:
+        raise ValueError(f"quantize must be one of {QUANTIZE_CHOICES}, but got {quantize!r}")
+    return Codec(int(quantize[3:]), rounding, param_dtype, seed, pack_axis)

@@ -10,7 +10,7 @@ communicates itself.  One training loop: :class:`Trainer` (full graph) and
 evaluation and the state format.  :data:`MODELS` names the models the
 command line offers.  See ``docs/gnn.md``.
 
->>> g = DistGraph.from_graph(graph, comm, algorithm="1d-aware")     # doctest: +SKIP
+>>> g = DistGraph.from_graph(graph, comm, "1d-aware")               # doctest: +SKIP
 >>> model = GCN(g.num_features, 16, g.num_classes)                  # doctest: +SKIP
 >>> trainer = Trainer(model, g, Adam(model.param_groups(5e-4), lr=0.01))  # doctest: +SKIP
 >>> trainer.fit(200)                                                # doctest: +SKIP
@@ -18,7 +18,7 @@ command line offers.  See ``docs/gnn.md``.
 
 from .blocks import BlockOperator
 from .context import BlockContext, Context, GraphContext, local_grid
-from .data import AGGREGATIONS, ALGORITHMS, DistGraph, default_grid_3d
+from .data import ADJACENCIES, ALGORITHMS, DistGraph, default_grid_3d
 from .gat import ELU, GAT, GATConv
 from .hooks import Checkpoint, EvaluateEvery, Hook, Metrics, ProgressBar
 from .layers import Dropout, GCNConv, Layer, LayerNorm, Linear, ReLU, SAGEConv
@@ -26,11 +26,13 @@ from .minibatch import FeatureStore, MinibatchGraph
 from .models import GCN, FullBatchSAGE, GraphSAGE, Sequential
 from .optim import SGD, Adam, Optimizer
 from .params import Parameter, glorot, zeros_init
+from .placement import PLACEMENTS, Exchange, Plexus3D, Rep15D, Row1D, placement_for
 from .registry import MODELS, ModelSpec
 from .sources import FullGraph, Halo, Sampled
 from .train import Trainer
 
-__all__ = ["DistGraph", "ALGORITHMS", "AGGREGATIONS", "default_grid_3d", "Context",
+__all__ = ["DistGraph", "ALGORITHMS", "ADJACENCIES", "default_grid_3d", "Row1D", "Rep15D",
+           "Plexus3D", "Exchange", "PLACEMENTS", "placement_for", "Context",
            "GraphContext", "BlockContext", "BlockOperator", "local_grid", "Layer", "GCNConv",
            "SAGEConv", "Linear", "ReLU", "Dropout", "LayerNorm", "FullBatchSAGE", "GATConv", "ELU",
            "GAT", "Sequential", "GCN", "GraphSAGE",

@@ -391,18 +391,22 @@ class GraphContext(Context):
         super().__init__(graph.grid, graph.dtype, training=training, epoch=epoch, seed=seed)
         self.graph = graph
         self.shard_weights = graph.shard_weights
-        # Pre/post/hybrid and quantized exchanges (spgnn.gnn.compression).
-        self._exchange = getattr(graph, "exchange", None)
-        if self._exchange is not None:
-            self._exchange.start(epoch, training)
+        # Pre/post/hybrid and quantized exchanges (the placement's Exchange):
+        # training passes code their rows, with fresh draws keyed by the epoch.
+        self._codec = graph.codec if training else None
+        if self._codec is not None:
+            self._codec.rekey(epoch)
         # Row order of the latest aggregation's output (double permutation:
         # the features are in P_c order, hop h's output in P_r (h even) or
         # P_c (h odd) order); what dropout row ids and the loss's labels use.
         self.order = "c"
 
     def _spmm_options(self):
-        ex = self._exchange
-        return {} if ex is None else ex.spmm_options(self.training)
+        """Keyword arguments of :func:`~spgnn.core.spmm.spmm` for this pass's exchanges. Local."""
+        ex = self.graph.exchange
+        if ex is None or (ex.aggregation == "post" and self._codec is None):
+            return {}
+        return {"aggregation": ex.aggregation, "codec": self._codec}
 
     @property
     def is_3d(self) -> bool:
@@ -579,7 +583,7 @@ class GraphContext(Context):
     def scores(self, logits, which=("train", "val", "test")):
         """``{mask: (loss, accuracy, count)}`` for several masks, one reduction. Collective."""
         nodes, kw = self._loss_args(logits)
-        return F.masked_scores(logits.backend.to_host(logits.local), nodes["label"],
+        return F.masked_scores(logits.backend.to_host(logits.local), nodes.label,
                                {w: nodes[w] for w in which}, **kw)
 
     def predict(self, logits):

@@ -1,69 +1,76 @@
-"""``DistGraph``: a graph prepared for GCN training and distributed for one algorithm.
+"""``DistGraph``: a graph prepared for GNN training and placed on the ranks.
 
-:meth:`DistGraph.from_graph` is collective.  It
+:meth:`DistGraph.from_graph` is collective and runs four named steps:
 
-1. builds the aggregation matrix (:mod:`spgnn.io.preprocess`) from the
-   global degrees, before any split: ``aggregation="gcn"`` normalises as Kipf
-   & Welling do (symmetrise, drop stored self-loops, add ``I``,
-   ``Â = D^-1/2 (A + I) D^-1/2``); ``aggregation="mean"`` is GraphSAGE's mean
+1. **prepare** (:func:`prepare`, on the ranks holding the graph): the
+   adjacency matrix (:mod:`spgnn.io.preprocess`) from the global degrees,
+   before any split -- ``adjacency="gcn"`` normalises as Kipf & Welling do
+   (symmetrise, drop stored self-loops, add ``I``,
+   ``Â = D^-1/2 (A + I) D^-1/2``), ``adjacency="mean"`` is GraphSAGE's mean
    aggregator ``D⁻¹A`` of the symmetrised pattern without self-loops (its
-   transpose is built on first use by the backward pass);
-2. row-normalises the features (``normalize_features=True``; zero rows stay
-   zero);
-3. optionally renumbers the vertices by a partition (``"random"``,
-   ``"metis"``, ``"balanced"`` through
-   :func:`spgnn.partition.partition_graph`; ``"none"`` computes nothing)
-   and applies the permutation to Â's rows and columns, the features, the
-   labels and the masks, remembering the original ids (dropout masks and
-   :meth:`to_original` use them);
-4. places Â, its transpose (Â itself: Â is symmetric after step 1), the
-   features and the per-node data (labels, masks, original ids) in the
-   layouts of the algorithm:
+   transpose is built on first use by the backward pass); row-normalised
+   features (``normalize_features=True``; zero rows stay zero); the node
+   data (:class:`NodeData`: labels, masks, original ids);
+2. **order** (:func:`order`): optionally renumbers the vertices by a
+   partition (``"random"``, ``"metis"``, ``"balanced"`` through
+   :func:`spgnn.partition.partition_graph`; ``"none"`` computes nothing) and
+   applies the permutation to Â's rows and columns, the features and the
+   node data, remembering the original ids (dropout masks and
+   :meth:`DistGraph.to_original` use them); then, for
+   ``Plexus3D(permute="double")``, Plexus's double permutation;
+3. **place** (the placement's ``layouts``, :mod:`spgnn.gnn.placement`):
+   the layouts of Â (Â is its own transpose after step 1), the features and
+   the node data:
 
    ========== =============== ============================== =================================
-   algorithm  grid            Â                              features / node data
+   placement  grid            Â                              features / node data
    ========== =============== ============================== =================================
-   1d, 1d-aw  ``("row",)``    ``Layout("row", splits)``      ``Layout("row", splits)``
-   15d(-aw)   ``(k, c)``      ``Layout("row", "layer")``     ``Layout("row")``, replicated c×
-   3d         ``(x, y, z)``   ``Layout(d, o)`` per layer,    ``Layout(x, y)`` (layer-0 roles),
+   Row1D      ``("row",)``    ``Layout("row", splits)``      ``Layout("row", splits)``
+   Rep15D     ``(k, c)``      ``Layout("row", "layer")``     ``Layout("row")``, replicated c×
+   Plexus3D   ``(x, y, z)``   ``Layout(d, o)`` per layer,    ``Layout(x, y)`` (layer-0 roles),
                               made on first use from a        or ``Layout((x, z), y)`` sharded
                               row-split base copy             over depth (``shard_input``)
    ========== =============== ============================== =================================
 
    ``splits`` are the partition's block offsets (P parts for 1d, ``k = P/c``
    for 1.5D).  In 3D the permutation is applied but blocks are even (the
-   rows of a 3D layer are split over a different axis in each layer).
+   rows of a 3D layer are split over a different axis in each layer);
+4. **scatter** (:func:`scatter`): every matrix from rank 0, or sliced by
+   every rank when all hold the graph.  The result (:class:`Shards`) and the
+   global sizes (``meta``) are all the :class:`DistGraph` constructor takes:
+   a reader of pre-partitioned shards (issue 37) replaces steps 1, 2 and 4
+   by producing the same two.
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..backends import get_backend
-from ..core.depth import nested_splits
 from ..core.dist_dense import DistDenseMatrix
 from ..core.dist_sparse import DistSparseMatrix
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
-from ..core.spmm_15d import layouts_15d
-from ..errors import GridError, NonFiniteError
-from ..grid import ProcessGrid, default_grid_3d, grid_1d, grid_15d, make_grid, roles_for_layer
+from ..errors import NonFiniteError
+from ..grid import default_grid_3d
 from ..layout import Layout, block_offsets
 from ..io.preprocess import (mean_adjacency, neighbour_pattern, normalized_adjacency,
                              row_normalize_features)
 from ..io.synthetic import SYNTHETIC_HINT
 from ..partition import PARTITIONERS, double_permutation, partition_graph
 from .context import GraphContext
+from .placement import Plexus3D, Row1D, as_placement, check_choice
 from .sparse import SPARSE_DENSITY, SparseBackedMatrix
 
-__all__ = ["DistGraph", "ALGORITHMS", "PARTITIONS", "AGGREGATIONS", "default_grid_3d"]
+__all__ = ["DistGraph", "NodeData", "Shards", "ALGORITHMS", "PARTITIONS", "ADJACENCIES",
+           "default_grid_3d"]
 
 #: Algorithms a GCN trains on.
 ALGORITHMS = DISTRIBUTED_ALGORITHMS
 PARTITIONS = tuple(PARTITIONERS)
-#: The graph's aggregation matrix (what :meth:`GraphContext.propagate` multiplies by).
-AGGREGATIONS = ("gcn", "mean")
-#: Row/column orders of 3d training (``permute=``): none, or Plexus's double permutation.
-PERMUTES = ("none", "double")
-_NODE_COLS = ("label", "train", "val", "test", "orig")
+#: The graph's adjacency matrix (what :meth:`GraphContext.propagate` multiplies by):
+#: GCN's symmetric ``Â`` or the mean aggregator ``D⁻¹A``.
+ADJACENCIES = ("gcn", "mean")
 
 
 def require_finite(graph):
@@ -92,8 +99,8 @@ def require_finite(graph):
                              f"weight {coo.data[k]}; edge weights must be finite")
 
 
-def _aggregation_matrix(adj, aggregation, dtype):
-    if aggregation == "gcn":
+def _adjacency_matrix(adj, adjacency, dtype):
+    if adjacency == "gcn":
         return normalized_adjacency(adj, dtype)
     return mean_adjacency(neighbour_pattern(adj), dtype)
 
@@ -116,49 +123,284 @@ def require_features_and_labels(graph):
                          f"{SYNTHETIC_HINT}")
 
 
-def _prepare(graph, aggregation, normalize_features, dtype):
-    """Aggregation matrix, dense features and node table (n x 5 int64)."""
+@dataclass
+class NodeData:
+    """Per-node data of some rows: ``label`` (int64), the masks (bool), ``orig`` (input ids).
+
+    ``nodes[name]`` reads a field by name (a mask chosen by name:
+    ``nodes[which]``).
+    """
+
+    label: np.ndarray
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+    orig: np.ndarray
+
+    FIELDS = ("label", "train", "val", "test", "orig")
+    MASKS = ("train", "val", "test")
+
+    @classmethod
+    def of_graph(cls, graph):
+        """The input graph's labels and masks (a missing mask: no node), ids ``0..n-1``. Local."""
+        n = graph.num_nodes
+        masks = [np.zeros(n, dtype=bool) if m is None else np.asarray(m).astype(bool)
+                 for m in (graph.train_mask, graph.val_mask, graph.test_mask)]
+        return cls(np.asarray(graph.labels).astype(np.int64), *masks, np.arange(n, dtype=np.int64))
+
+    def __getitem__(self, name):
+        if name not in self.FIELDS:
+            raise KeyError(f"NodeData: no field {name!r}; fields are {self.FIELDS}")
+        return getattr(self, name)
+
+    def take(self, rows):
+        """The rows ``rows`` (a permutation or a selection), a new NodeData. Local."""
+        return NodeData(*(getattr(self, f)[rows] for f in self.FIELDS))
+
+    def counts(self):
+        """``{"train", "val", "test"}`` node counts. Local."""
+        return {k: int(getattr(self, k).sum()) for k in self.MASKS}
+
+    def packed(self):
+        """One ``(n, 5)`` int64 matrix, columns :attr:`FIELDS` (what is distributed). Local.
+
+        Distributing one matrix moves the node data in one scatter or
+        redistribution per placement (the setup bytes of the ledger's
+        ``gnn-setup:*`` labels), not five.
+        """
+        return np.column_stack([getattr(self, f).astype(np.int64) for f in self.FIELDS])
+
+    @classmethod
+    def unpacked(cls, table):
+        """The inverse of :meth:`packed` (masks back to bool, contiguous columns). Local."""
+        return cls(*(table[:, k].astype(bool) if name in cls.MASKS
+                     else np.ascontiguousarray(table[:, k])
+                     for k, name in enumerate(cls.FIELDS)))
+
+
+@dataclass
+class Prepared:
+    """What :func:`prepare` makes on a rank holding the graph (global, unordered)."""
+
+    adj: sp.csr_array
+    x: np.ndarray
+    nodes: NodeData
+
+
+def prepare(graph, adjacency, normalize_features, dtype):
+    """Step 1: adjacency matrix, dense features and node data of ``graph``. Local.
+
+    Raises ValueError / TypeError / NonFiniteError for a graph without
+    features or labels, or with non-finite values.
+    """
     require_features_and_labels(graph)
-    n = graph.num_nodes
     require_finite(graph)
-    adj = _aggregation_matrix(graph.adj, aggregation, dtype)
+    adj = _adjacency_matrix(graph.adj, adjacency, dtype)
     if normalize_features:
         x = row_normalize_features(graph.features, dtype)
     else:
         x = _dense_features(graph.features, dtype)
-    nodes = np.zeros((n, len(_NODE_COLS)), dtype=np.int64)
-    nodes[:, 0] = graph.labels
-    for k, m in enumerate((graph.train_mask, graph.val_mask, graph.test_mask)):
-        if m is not None:
-            nodes[:, 1 + k] = m
-    nodes[:, 4] = np.arange(n)
-    return adj, x, nodes
+    return Prepared(adj, x, NodeData.of_graph(graph))
+
+
+@dataclass
+class Ordered:
+    """What :func:`order` leaves: ``meta`` on every rank, the matrices on the holders.
+
+    ``meta``: ``n``, ``f`` (features), ``c`` (classes), ``offsets`` (the
+    partition's block boundaries), ``nnz_x``, ``counts`` -- a plain dict, the
+    pickle broadcast as ``gnn-setup:meta``.  ``adj``, ``x``, ``nodes`` in the
+    new order (columns ``P_c`` with a double permutation), ``adj2`` and
+    ``nodes_r`` (double permutation only: ``P_c Â P_rᵀ`` and the node data in
+    ``P_r`` order); ``stats`` the partitioner's (rank 0, else ``None``).
+    """
+
+    meta: dict
+    stats: dict | None = None
+    adj: sp.csr_array | None = None
+    x: np.ndarray | None = None
+    nodes: NodeData | None = None
+    adj2: sp.csr_array | None = None
+    nodes_r: NodeData | None = None
+
+
+def order(comm, prepared, nparts, partition, seed, *, everyone, double):
+    """Step 2: rank 0 decides the vertex order; every holder applies it. Collective.
+
+    ``prepared`` is :func:`prepare`'s result on the holders (rank 0 always),
+    ``None`` elsewhere; ``everyone``: every rank holds it; ``double``: then
+    Plexus's double permutation (``Plexus3D(permute="double")``).
+    """
+    perm, meta, stats = None, None, None
+    if comm.rank == 0:
+        adj, x, nodes = prepared.adj, prepared.x, prepared.nodes
+        n = adj.shape[0]
+        if partition != "none":
+            coo = adj.tocoo()
+            off = coo.row != coo.col        # fresh arrays: Â itself is not touched
+            pattern = sp.csr_array((np.ones(int(off.sum()), dtype=np.float32),
+                                    (coo.row[off], coo.col[off])), shape=adj.shape)
+            perm, offsets, stats = partition_graph(pattern, partition, nparts, seed)
+        else:
+            offsets = np.asarray(block_offsets(n, nparts), dtype=np.int64)
+        meta = dict(n=n, f=x.shape[1], c=int(max(nodes.label.max(initial=-1), -1)) + 1,
+                    offsets=tuple(int(v) for v in offsets), nnz_x=int(np.count_nonzero(x)),
+                    counts=nodes.counts())
+    meta = comm.bcast_obj(meta, root=0, label="gnn-setup:meta")
+    if everyone and partition != "none":
+        perm = comm.bcast_obj(perm, root=0, label="gnn-setup:perm")
+    out = Ordered(meta, stats)
+    if prepared is None:
+        return out
+    adj, x, nodes = prepared.adj, prepared.x, prepared.nodes
+    if perm is not None:
+        perm = np.asarray(perm, dtype=np.int64)
+        adj = sp.csr_array(adj[perm][:, perm])
+        adj.sort_indices()
+        x, nodes = x[perm], nodes.take(perm)
+    if double:
+        # rank 0 and every holder draw the same P_r, P_c from the seed
+        dp = double_permutation(adj, seed)
+        adj, out.adj2 = dp.matrices(adj)
+        adj.sort_indices()
+        out.adj2.sort_indices()
+        x, nodes, out.nodes_r = x[dp.col_perm], nodes.take(dp.col_perm), nodes.take(dp.row_perm)
+    out.adj, out.x, out.nodes = adj, x, nodes
+    return out
+
+
+@dataclass
+class Shards:
+    """A rank's share of a placed graph: what the :class:`DistGraph` constructor takes.
+
+    ``A`` (Â in the placement's adjacency layout), ``features``,
+    ``nodes`` (the packed node data, :meth:`NodeData.packed`), and with a
+    double permutation ``A2`` and ``nodes_r``.
+    """
+
+    A: DistSparseMatrix
+    features: DistDenseMatrix
+    nodes: DistDenseMatrix
+    A2: DistSparseMatrix | None = None
+    nodes_r: DistDenseMatrix | None = None
+
+
+def scatter(ordered, grid, layouts, *, everyone, double, backend):
+    """Step 4: place :func:`order`'s matrices in ``layouts``; the rank's :class:`Shards`. Collective.
+
+    From rank 0 (one alltoallv per matrix), or, when ``everyone`` holds
+    the graph, each rank slices its blocks.  ``double``: the placement has
+    a double permutation (two variants of Â and of the node data).
+    """
+    root = None if everyone else 0
+    mine = everyone or grid.world.rank == 0
+
+    def sparse(m):
+        return DistSparseMatrix.from_global(m if mine else None, grid, layouts.adjacency,
+                                            backend=backend, root=root)
+
+    def nodes(data):
+        return DistDenseMatrix.from_global(data.packed() if mine else None, grid, layouts.nodes,
+                                           root=root)
+
+    # the order of these calls is the order of the setup's ledger entries
+    A = sparse(ordered.adj)
+    x = DistDenseMatrix.from_global(ordered.x if mine else None, grid, layouts.features,
+                                    backend=backend, root=root)
+    shards = Shards(A, x, nodes(ordered.nodes))
+    if double:
+        shards.nodes_r = nodes(ordered.nodes_r)
+        shards.A2 = sparse(ordered.adj2)
+    return shards
+
+
+def _sparse_backed(features):
+    """The features with a CSR copy of the local block (:class:`SparseBackedMatrix`). Local."""
+    dense = features.local
+    csr = sp.csr_array(dense)
+    csr.sort_indices()
+    return SparseBackedMatrix(csr, features.shape, features.grid, features.layout,
+                              backend=features.backend, dense=dense)
+
+
+def _check_options(placement, partition, adjacency, sparse_features, on_device, dtype):
+    """The ValueErrors of :meth:`DistGraph.from_graph` before anything moves. Pure."""
+    check_choice("DistGraph.from_graph", "partition", partition, PARTITIONS)
+    check_choice("DistGraph.from_graph", "adjacency", adjacency, ADJACENCIES)
+    three = isinstance(placement, Plexus3D)
+    if adjacency == "mean" and three:
+        raise ValueError("DistGraph.from_graph: adjacency='mean' is not supported on '3d' "
+                         "(its root term needs the input and the aggregation in one layout)")
+    if sparse_features and three:
+        raise ValueError("DistGraph.from_graph: sparse_features=True is not supported on "
+                         "'3d' (its first-layer products split the feature columns)")
+    if sparse_features and on_device:
+        raise ValueError("DistGraph.from_graph: sparse_features=True needs a host backend: "
+                         "the CSR copy of the features is a scipy matrix (the cupy backend "
+                         "keeps the features dense on the device)")
+    if np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"DistGraph.from_graph: dtype must be float32 or float64, but got "
+                         f"{np.dtype(dtype)}")
 
 
 class DistGraph:
-    """Â, features and node data of one graph, placed for one algorithm on one grid.
+    """Â, features and node data of one graph, placed on one grid.
 
     Build with :meth:`from_graph`.  Attributes (local): ``comm``, ``grid``,
-    ``algorithm``, ``dtype``, ``num_nodes``, ``num_features``,
-    ``num_classes``, ``counts`` (global ``{"train", "val", "test"}`` node
-    counts), ``features`` (:class:`DistDenseMatrix` in the first layer's
-    input layout), ``A`` / ``AT`` (1d/15d: Â and Âᵀ; 3d: ``None``, use
+    ``placement`` (a :mod:`~spgnn.gnn.placement` value) and what it implies
+    (``algorithm``, ``permute``, ``agg_blocks``, ``shard_input``,
+    ``shard_weights``, ``exchange`` -- the ``1d`` exchange options or
+    ``None`` -- and ``codec``, the exchange's codec made once here),
+    ``dtype``, ``backend``, ``partition``, ``adjacency_kind`` (``"gcn"`` or
+    ``"mean"``), ``num_nodes``, ``num_features``, ``num_classes``,
+    ``counts`` (global ``{"train", "val", "test"}`` node counts),
+    ``features`` (:class:`DistDenseMatrix` in the first layer's input
+    layout), ``A`` / ``AT`` (1d/15d: Â and Âᵀ; 3d: ``None``, use
     :meth:`adjacency`), ``offsets`` (row block boundaries), ``stats`` (the
     partitioner's statistics on rank 0, else ``None``).
     """
 
-    def __init__(self):
-        raise TypeError("DistGraph: use DistGraph.from_graph(graph, comm, algorithm=...)")
+    def __init__(self, comm, grid, placement, meta, shards, *, partition="none", stats=None,
+                 adjacency="gcn", sparse_features=False, dtype=np.float32, backend=None):
+        """Assemble placed pieces (local); :meth:`from_graph` makes them.
+
+        ``meta``: the global sizes (:class:`Ordered`), ``shards``: this
+        rank's :class:`Shards` in ``placement``'s layouts on ``grid``.
+        ``sparse_features``: keep a CSR copy of the feature block (a bool).
+        """
+        self.comm, self.grid, self.placement = comm, grid, placement
+        self.dtype, self.backend = np.dtype(dtype), backend
+        self.partition, self.stats, self.adjacency_kind = partition, stats, adjacency
+        three = placement if isinstance(placement, Plexus3D) else Plexus3D()
+        self.permute, self.agg_blocks = three.permute, three.agg_blocks
+        self.shard_input, self.shard_weights = three.shard_input, three.shard_weights
+        self.exchange = placement.exchange if isinstance(placement, Row1D) else None
+        self.codec = None if self.exchange is None else self.exchange.make_codec()
+        n = meta["n"]
+        self.num_nodes, self.num_features, self.num_classes = n, meta["f"], meta["c"]
+        self.counts = meta["counts"]
+        self.offsets = placement.layouts(grid, n, meta["offsets"]).offsets
+        self.features = _sparse_backed(shards.features) if sparse_features else shards.features
+        self._nodes_by_order = {"c": shards.nodes}
+        self._A_by_variant = {0: shards.A}
+        if shards.A2 is not None:
+            self._nodes_by_order["r"] = shards.nodes_r
+            self._A_by_variant[1] = shards.A2
+        self._A_base = shards.A
+        self.A = None if isinstance(placement, Plexus3D) else shards.A
+        self._node_cache, self._adj_cache, self._perm = {}, {}, {}
+
+    @property
+    def algorithm(self) -> str:
+        """The placement's algorithm (``"1d"``, ``"1d-aware"``, ``"15d"``, ``"15d-aware"``, ``"3d"``)."""
+        return self.placement.algorithm
 
     # ---------------------------------------------------------------- building
     @classmethod
-    def from_graph(cls, graph, comm, *, algorithm="1d-aware", partition="none", replication=2,
-                   grid=None, backend=None, seed=0, dtype=np.float32, normalize_features=True,
-                   shard_input=False, shard_weights=True, sparse_features=None,
-                   aggregation="gcn", permute="none", agg_blocks=1):
-        """Normalise, (optionally) partition and distribute ``graph``.
-
-        Collective over ``comm``.
+    def from_graph(cls, graph, comm, placement="1d-aware", *, partition="none", adjacency="gcn",
+                   normalize_features=True, sparse_features=None, dtype=np.float32,
+                   backend=None, seed=0):
+        """Prepare, order, place and scatter ``graph`` (module docstring). Collective over ``comm``.
 
         Parameters
         ----------
@@ -167,28 +409,18 @@ class DistGraph:
             holds it (others pass ``None``; data are scattered from rank 0) or
             every rank passes the same graph (each slices its blocks).
         comm : Communicator
-        algorithm : {"1d", "1d-aware", "15d", "15d-aware", "3d"}
+        placement : Row1D, Rep15D, Plexus3D or str
+            How the graph lies on the ranks (:mod:`spgnn.gnn.placement`);
+            an algorithm name (``"1d"``, ``"1d-aware"``, ``"15d"``,
+            ``"15d-aware"``, ``"3d"``) means its placement with defaults.
         partition : {"none", "random", "metis", "balanced"}
             Vertex renumbering computed on rank 0 (``seed``); ``"none"`` keeps
             the input order with even blocks.
-        replication : int
-            ``c`` of the 1.5D grid (must divide ``comm.size``).
-        grid : ProcessGrid or tuple of int, optional
-            1.5D: a ``("row", "layer")`` grid or ``(k, c)``; 3d: a 3-axis grid
-            or ``(x, y, z)`` (default :func:`default_grid_3d`); 1d: a 1-axis grid.
-        backend : str, optional
-            Local kernel backend of the sparse matrices.
-        dtype : numpy dtype
-            float32 (default) or float64 for Â, features and parameters.
+        adjacency : {"gcn", "mean"}
+            The adjacency matrix: GCN's ``Â`` (symmetric) or the mean
+            aggregator ``D⁻¹A`` (GraphSAGE; not on ``3d``).
         normalize_features : bool
             Row-normalise the features (Kipf & Welling's preprocessing).
-        shard_input, shard_weights : bool
-            3d only: row-shard the first layer's input features over the
-            depth axis (all-gathered in forward, Plexus §2.3) and the weights
-            over each layer's depth axis (all-gathered in forward and
-            backward, gradients reduce-scattered).  A weight block whose rows
-            do not divide evenly over depth stays replicated over depth and
-            its gradient is all-reduced.
         sparse_features : bool or None
             Keep a CSR copy of each rank's feature block, so that input
             dropout and the first layer's ``X·W`` and ``Xᵀ·G`` cost O(nnz)
@@ -199,171 +431,51 @@ class DistGraph:
             ``3d``, whose products split the feature columns, and on a device
             backend (``cupy``), whose features stay dense on the device (both
             refuse ``True``).
-        aggregation : {"gcn", "mean"}
-            The aggregation matrix: GCN's ``Â`` (symmetric) or the mean
-            aggregator ``D⁻¹A`` (GraphSAGE; not on ``3d``).
-        permute : {"none", "double"}
-            3d only.  ``"double"``: Plexus's double permutation (§4.1,
-            :func:`spgnn.partition.double_permutation` with ``seed``),
-            applied after ``partition``: independent row and column orders
-            ``P_r``, ``P_c``; even hops multiply by ``A1 = P_r Â P_cᵀ``,
-            odd hops by ``A2 = P_c Â P_rᵀ``, the features are in ``P_c``
-            order and a hop's output in ``P_r`` (even hop) or ``P_c`` (odd
-            hop) order.  Evens out the nnz of the 2D blocks (the self-loops
-            of a symmetric order stay in the diagonal blocks); the losses
-            are those of the unpermuted run.  Stores both variants.
-        agg_blocks : int
-            3d only: the aggregation's SpMM and its all-reduce run in this
-            many row chunks (Plexus's blocked aggregation, §4.2): the same
-            bytes, smaller partial-sum buffers.
+        dtype : numpy dtype
+            float32 (default) or float64 for Â, features and parameters.
+        backend : str, optional
+            Local kernel backend of the sparse matrices.
+        seed : int
+            Of the partitioner and of the double permutation.
 
         Raises
         ------
         ValueError, GridError
             On every rank, before distributing anything.
         """
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"DistGraph.from_graph: unknown algorithm {algorithm!r}; expected "
-                             f"one of {ALGORITHMS}")
-        if partition not in PARTITIONS:
-            raise ValueError(f"DistGraph.from_graph: unknown partition {partition!r}; expected "
-                             f"one of {PARTITIONS}")
-        if aggregation not in AGGREGATIONS:
-            raise ValueError(f"DistGraph.from_graph: unknown aggregation {aggregation!r}; "
-                             f"expected one of {AGGREGATIONS}")
-        if aggregation == "mean" and algorithm == "3d":
-            raise ValueError("DistGraph.from_graph: aggregation='mean' is not supported on '3d' "
-                             "(its root term needs the input and the aggregation in one layout)")
-        if permute not in PERMUTES:
-            raise ValueError(f"DistGraph.from_graph: unknown permute {permute!r}; expected one "
-                             f"of {PERMUTES}")
-        if (permute != "none" or int(agg_blocks) != 1) and algorithm != "3d":
-            raise ValueError(f"DistGraph.from_graph: permute={permute!r} and "
-                             f"agg_blocks={agg_blocks} apply to algorithm '3d' only, not "
-                             f"{algorithm!r}")
-        if int(agg_blocks) < 1:
-            raise ValueError(f"DistGraph.from_graph: agg_blocks must be >= 1, but got "
-                             f"{agg_blocks}")
-        if sparse_features and algorithm == "3d":
-            raise ValueError("DistGraph.from_graph: sparse_features=True is not supported on "
-                             "'3d' (its first-layer products split the feature columns)")
+        placement = as_placement(placement)
         on_device = get_backend(backend).xp is not np
-        if sparse_features and on_device:
-            raise ValueError("DistGraph.from_graph: sparse_features=True needs a host backend: "
-                             "the CSR copy of the features is a scipy matrix (the cupy backend "
-                             "keeps the features dense on the device)")
+        _check_options(placement, partition, adjacency, sparse_features, on_device, dtype)
         dtype = np.dtype(dtype)
-        if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-            raise ValueError(f"DistGraph.from_graph: dtype must be float32 or float64, but got "
-                             f"{dtype}")
         have = comm.allgather_obj(graph is not None, label="gnn-setup:meta")
         if not have[0]:
             raise ValueError("DistGraph.from_graph: rank 0 must hold the graph (others may "
                              "pass None)")
         everyone = all(have)
-        root = None if everyone else 0
-        grid = cls._grid(comm, algorithm, replication, grid)
-        if algorithm in ("15d", "15d-aware"):
-            nparts = grid.axis_size("row")
-        else:
-            nparts = grid.size
-        self = object.__new__(cls)
-        self.comm, self.grid, self.algorithm, self.dtype = comm, grid, algorithm, dtype
-        self.backend = backend
-        self.shard_input, self.shard_weights = bool(shard_input), bool(shard_weights)
-        self.partition, self.stats = partition, None
-        self.aggregation = aggregation
-        self.permute, self.agg_blocks = permute, int(agg_blocks)
-        # --- prepare on the holders; rank 0 decides the permutation
-        meta, err = None, None
-        adj_hat = x = nodes = None
+        grid = placement.make_grid(comm)
+        # 1. prepare, on the holders
+        prepared, err = None, None
         if graph is not None and (everyone or comm.rank == 0):
             try:
-                adj_hat, x, nodes = _prepare(graph, aggregation, normalize_features, dtype)
+                prepared = prepare(graph, adjacency, normalize_features, dtype)
             except (ValueError, TypeError, NonFiniteError) as exc:
                 err = exc
         comm.agree(err)
-        perm = None
-        if comm.rank == 0:
-            n = adj_hat.shape[0]
-            if partition != "none":
-                coo = adj_hat.tocoo()
-                off = coo.row != coo.col        # fresh arrays: Â itself is not touched
-                pattern = sp.csr_array((np.ones(int(off.sum()), dtype=np.float32),
-                                        (coo.row[off], coo.col[off])), shape=adj_hat.shape)
-                perm, offsets, self.stats = partition_graph(pattern, partition, nparts, seed)
-            else:
-                offsets = np.asarray(block_offsets(n, nparts), dtype=np.int64)
-            labels = nodes[:, 0]
-            meta = dict(n=n, f=x.shape[1], c=int(max(labels.max(initial=-1), -1)) + 1,
-                        offsets=tuple(int(v) for v in offsets), nnz_x=int(np.count_nonzero(x)),
-                        counts={k: int(nodes[:, 1 + j].sum())
-                                for j, k in enumerate(("train", "val", "test"))})
-        meta = comm.bcast_obj(meta, root=0, label="gnn-setup:meta")
-        if everyone and partition != "none":
-            perm = comm.bcast_obj(perm, root=0, label="gnn-setup:perm")
-        if perm is not None and adj_hat is not None:
-            perm = np.asarray(perm, dtype=np.int64)
-            adj_hat = sp.csr_array(adj_hat[perm][:, perm])
-            adj_hat.sort_indices()
-            x, nodes = x[perm], nodes[perm]
-        adj2 = nodes_r = None
-        if permute == "double" and adj_hat is not None:
-            # rank 0 and every holder draw the same P_r, P_c from the seed
-            dp = double_permutation(adj_hat, seed)
-            adj_hat, adj2 = dp.matrices(adj_hat)
-            adj_hat.sort_indices()
-            adj2.sort_indices()
-            x, nodes, nodes_r = x[dp.col_perm], nodes[dp.col_perm], nodes[dp.row_perm]
-        n = meta["n"]
-        self.num_nodes, self.num_features, self.num_classes = n, meta["f"], meta["c"]
-        self.counts = meta["counts"]
-        # --- layouts
-        if algorithm == "3d":
-            self.offsets = block_offsets(n, nparts)
-            base = Layout(tuple(grid.axis_names))
-            o, i, d = roles_for_layer(0, grid.axis_names)
-            if shard_input:
-                xl = Layout((o, d), i, row_splits=nested_splits(block_offsets(n, grid.axis_size(o)),
-                                                                grid.axis_size(d)))
-            else:
-                xl = Layout(o, i)
-            node_layout, a_layout = base, base
-        else:
-            self.offsets = tuple(meta["offsets"])
-            if algorithm in ("15d", "15d-aware"):
-                a_layout, xl = layouts_15d(grid, n, row_splits=self.offsets)
-            else:
-                a_layout = xl = Layout("row", row_splits=self.offsets)
-            node_layout = xl
-        src = (lambda v: v) if everyone else (lambda v: v if comm.rank == 0 else None)
-        A = DistSparseMatrix.from_global(src(adj_hat), grid, a_layout, backend=backend, root=root)
-        self.features = DistDenseMatrix.from_global(src(x), grid, xl, backend=backend, root=root)
+        # 2. order; 3. place; 4. scatter (issue 37: a shard reader makes `meta` and
+        # `shards` from files instead of steps 1, 2 and 4, and calls the constructor)
+        double = isinstance(placement, Plexus3D) and placement.permute == "double"
+        ordered = order(comm, prepared, placement.nparts(grid), partition, seed,
+                        everyone=everyone, double=double)
+        meta = ordered.meta
+        layouts = placement.layouts(grid, meta["n"], meta["offsets"])
+        shards = scatter(ordered, grid, layouts, everyone=everyone, double=double,
+                         backend=backend)
         if sparse_features is None:
-            sparse_features = (algorithm != "3d" and not on_device
-                               and meta["nnz_x"] <= SPARSE_DENSITY * max(1, n * meta["f"]))
-        if sparse_features:
-            dense = self.features.local
-            csr = sp.csr_array(dense)
-            csr.sort_indices()
-            self.features = SparseBackedMatrix(csr, self.features.shape, grid, xl,
-                                               backend=self.features.backend, dense=dense)
-        self._nodes = DistDenseMatrix.from_global(src(nodes), grid, node_layout, root=root)
-        self._node_cache, self._adj_cache, self._perm = {}, {}, {}
-        self._nodes_by_order = {"c": self._nodes}
-        self._A_by_variant = {0: A}
-        if permute == "double":
-            self._nodes_by_order["r"] = DistDenseMatrix.from_global(src(nodes_r), grid,
-                                                                    node_layout, root=root)
-            self._A_by_variant[1] = DistSparseMatrix.from_global(src(adj2), grid, a_layout,
-                                                                 backend=backend, root=root)
-        if algorithm == "3d":
-            self.A = None
-            self._A_base = A
-        else:
-            self.A = A
-            self._A_base = A
-        return self
+            sparse_features = (not isinstance(placement, Plexus3D) and not on_device
+                               and meta["nnz_x"] <= SPARSE_DENSITY * max(1, meta["n"] * meta["f"]))
+        return cls(comm, grid, placement, meta, shards, partition=partition, stats=ordered.stats,
+                   adjacency=adjacency, sparse_features=bool(sparse_features), dtype=dtype,
+                   backend=backend)
 
     @property
     def AT(self):
@@ -373,37 +485,10 @@ class DistGraph:
         mean aggregator is not: its transpose is made on first use.
         Collective the first time.
         """
-        if self.A is None or self.aggregation == "gcn":
+        if self.A is None or self.adjacency_kind == "gcn":
             return self.A
         return self.A.transposed()
 
-    @staticmethod
-    def _grid(comm, algorithm, replication, grid):
-        if isinstance(grid, ProcessGrid):
-            want = {"1d": 1, "1d-aware": 1, "15d": 2, "15d-aware": 2, "3d": 3}[algorithm]
-            if grid.ndim != want or (want == 2 and grid.axis_names != ("row", "layer")):
-                raise GridError(f"DistGraph.from_graph: algorithm {algorithm!r} needs a "
-                                f"{want}-axis grid{' with axes (row, layer)' if want == 2 else ''}"
-                                f", but got {grid!r}")
-            if grid.world is not comm and grid.world.size != comm.size:
-                raise GridError(f"DistGraph.from_graph: grid has {grid.size} ranks, comm "
-                                f"{comm.size}")
-            return grid
-        if algorithm == "3d":
-            shape = default_grid_3d(comm.size) if grid is None else tuple(int(g) for g in grid)
-            if len(shape) != 3:
-                raise GridError(f"DistGraph.from_graph: a 3d grid shape needs three ints, but got "
-                                f"{grid!r}")
-            return make_grid(shape, ("x", "y", "z"), comm)
-        if algorithm in ("15d", "15d-aware"):
-            c = int(replication) if grid is None else int(tuple(grid)[1])
-            if c <= 0 or comm.size % c:
-                raise GridError(f"DistGraph.from_graph: replication c={c} must divide "
-                                f"comm.size={comm.size}")
-            return grid_15d(c, comm)
-        if grid is not None and tuple(grid) != (comm.size,):
-            raise GridError(f"DistGraph.from_graph: a 1d grid is ({comm.size},), but got {grid!r}")
-        return grid_1d(comm)
 
     # ------------------------------------------------------------ matrices by layout
     #: Row orders of node data: ``"c"`` (the features' order; the only one
@@ -443,7 +528,7 @@ class DistGraph:
         return got
 
     def node_block(self, layout, order="c"):
-        """Node data for the row block of ``layout``: ``{"label", "train", "val", "test", "orig"}``.
+        """Node data for the row block of ``layout``: a :class:`NodeData`.
 
         Local arrays (masks bool) for my rows under ``layout``'s row axes and
         row splits, in row order ``order`` (:attr:`ORDERS`; ``"r"`` only
@@ -454,16 +539,13 @@ class DistGraph:
         got = self._node_cache.get(key)
         if got is None:
             lay = Layout(layout.rows, row_splits=layout.row_splits)
-            loc = self._nodes_by_order[order].redistribute(lay).local
-            got = {name: (loc[:, k].astype(bool) if name in ("train", "val", "test")
-                          else np.ascontiguousarray(loc[:, k]))
-                   for k, name in enumerate(_NODE_COLS)}
+            got = NodeData.unpacked(self._nodes_by_order[order].redistribute(lay).local)
             self._node_cache[key] = got
         return got
 
     def node_ids(self, layout, order="c"):
         """Original (input-graph) ids of my rows under ``layout``. Collective the first time."""
-        return self.node_block(layout, order)["orig"]
+        return self.node_block(layout, order).orig
 
     def permutation(self, order="c"):
         """``perm`` with new vertex ``i`` = original vertex ``perm[i]``, on every rank.
@@ -471,7 +553,7 @@ class DistGraph:
         ``order`` as in :meth:`node_block`.  Collective the first time (cached).
         """
         if order not in self._perm:
-            self._perm[order] = self._nodes_by_order[order].to_global()[:, 4].copy()
+            self._perm[order] = NodeData.unpacked(self._nodes_by_order[order].to_global()).orig
         return self._perm[order]
 
     def to_original(self, values, order="c"):

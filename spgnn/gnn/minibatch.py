@@ -271,8 +271,8 @@ class MinibatchGraph:
             except (ValueError, TypeError) as exc:
                 err = exc
         comm.agree(err)          # a bad graph raises on every rank, not only on root
-        full = DistGraph.from_graph(graph if have else None, comm, algorithm="1d-aware",
-                                    aggregation="mean", backend=backend, dtype=dtype,
+        full = DistGraph.from_graph(graph if have else None, comm, "1d-aware",
+                                    adjacency="mean", backend=backend, dtype=dtype,
                                     normalize_features=normalize_features, sparse_features=False)
         if root is not None:
             payload = comm.bcast_obj(payload, root=root, label="sage-setup")

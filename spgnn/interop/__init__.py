@@ -22,7 +22,7 @@ Dense arrays and CSR arrays cross through DLPack without a copy
 distributed training::
 
     graph = spgnn.interop.from_pyg(data)                     # x, y, masks shared
-    dg = DistGraph.from_graph(graph, comm, algorithm="1d-aware")
+    dg = DistGraph.from_graph(graph, comm, "1d-aware")
     Trainer(GCN(dg.num_features, 16, dg.num_classes), dg, Adam(...)).fit(200)
 
 Optional dependencies are imported on first use, never by ``import spgnn``;

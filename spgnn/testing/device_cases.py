@@ -128,12 +128,13 @@ def spmm_device_case(comm, alg, mode, *, n=37, f=5, density=0.15, seed=0, dtype=
 
 def _gcn_run(comm, backend, alg, graph, epochs):
     from ..gnn.data import DistGraph
+    from ..gnn.placement import placement_for
     from ..gnn.models import GCN
     from ..gnn.optim import Adam
     from ..gnn.train import Trainer
 
-    kw = {"replication": 2} if alg.startswith("15d") else {}
-    dg = DistGraph.from_graph(graph, comm, algorithm=alg, backend=backend, **kw)
+    kw = {"c": 2} if alg.startswith("15d") else {}
+    dg = DistGraph.from_graph(graph, comm, placement_for(alg, **kw), backend=backend)
     model = GCN(dg.num_features, 8, dg.num_classes, dropout=0.5, seed=11)
     tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.05))
     n0 = len(comm.ledger.stats)

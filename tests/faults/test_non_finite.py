@@ -18,7 +18,8 @@ import scipy.sparse as sp
 from spgnn import run_loopback
 from spgnn.checkpoint import load_checkpoint, save_checkpoint
 from spgnn.errors import NonFiniteError
-from spgnn.gnn import GCN, Adam, DistGraph, GraphSAGE, MinibatchGraph, Sampled, Trainer
+from spgnn.gnn import (GCN, Adam, DistGraph, GraphSAGE, MinibatchGraph, Sampled, Trainer,
+                       placement_for)
 from spgnn.io import load_graph, save_npz
 from spgnn.sampling import GraphSAGESampler
 from spgnn.testing.jobs import Job
@@ -89,8 +90,9 @@ def _poison(model, name):
 def test_training_stops_at_the_first_non_finite_gradient(algorithm):
     """A NaN that ReLU hides from the loss still stops training, on every rank, before the step."""
     def body(comm):
-        kw = {"replication": 2} if algorithm == "15d-aware" else {}
-        dg = DistGraph.from_graph(GRAPH if comm.rank == 0 else None, comm, algorithm=algorithm, **kw)
+        kw = {"c": 2} if algorithm == "15d-aware" else {}
+        dg = DistGraph.from_graph(GRAPH if comm.rank == 0 else None, comm,
+                                  placement_for(algorithm, **kw))
         model = GCN(dg.num_features, 8, dg.num_classes, seed=0)
         tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.01))
         tr.train_epoch()

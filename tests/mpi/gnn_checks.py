@@ -17,7 +17,7 @@ import hashlib
 
 import numpy as np
 
-from spgnn.gnn import GCN, Adam, DistGraph, Trainer
+from spgnn.gnn import GCN, Adam, DistGraph, Plexus3D, Trainer, placement_for
 from spgnn.io import Graph, sbm
 from spgnn.testing.asserts import assert_dist_allclose, collective_assert
 from spgnn.testing.gnn_reference import train_reference
@@ -63,7 +63,7 @@ def check_gcn_losses(comm, case, reference=None):
     ref_losses, ref_ws = reference
     kw = {}
     if case["algo"] == "15d-aware" and case["grid"] is not None:
-        kw["replication"] = case["grid"][1]
+        kw["c"] = case["grid"][1]
     elif case["algo"] == "3d":
         kw["grid"] = case["grid"]
         kw["shard_weights"] = case.get("shard_weights", True)
@@ -72,7 +72,7 @@ def check_gcn_losses(comm, case, reference=None):
         kw["agg_blocks"] = case.get("agg_blocks", 1)
     root_only = case.get("root_only", True)
     dg = DistGraph.from_graph(graph if (comm.rank == 0 or not root_only) else None, comm,
-                              algorithm=case["algo"], dtype=case["dtype"], **kw)
+                              placement_for(case["algo"], **kw), dtype=case["dtype"])
     model = GCN(dg.num_features, case["hidden"], dg.num_classes, layers=case["layers"],
                 dropout=0.0, seed=case["seed"], order=case.get("order", "auto"))
     tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=case["lr"]))
@@ -97,8 +97,9 @@ def check_planned_3d_events(comm, graph, grid, dims, permute, blocks):
     this rank (op, label, axis, bytes sent and received, messages, in order). Collective."""
     from spgnn.planner import plan_gcn_3d
 
-    dg = DistGraph.from_graph(graph if comm.rank == 0 else None, comm, algorithm="3d",
-                              grid=grid, dtype=np.float64, permute=permute, agg_blocks=blocks)
+    dg = DistGraph.from_graph(graph if comm.rank == 0 else None, comm,
+                              Plexus3D(grid=grid, permute=permute, agg_blocks=blocks),
+                              dtype=np.float64)
     model = GCN(dg.num_features, dims[1], dg.num_classes, layers=len(dims) - 1, dropout=0.0,
                 seed=1)
     tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.05))

@@ -25,8 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from spgnn.core.hybrid import predict_messages
-from spgnn.gnn import Adam, DistGraph, FullBatchSAGE, Trainer
-from spgnn.gnn.compression import configure_exchange
+from spgnn.gnn import Adam, DistGraph, Exchange, FullBatchSAGE, Row1D, Trainer, placement_for
 from spgnn.gnn.label_prop import LabelPropagation
 from spgnn.gnn.sources import FullGraph
 from spgnn.io import Graph, sbm
@@ -43,11 +42,13 @@ def sage_full_graph(n=60, f=7, c=3, seed=2):
 def train_sage_full(comm, graph, aggregation="post", quantize="none", label_prop=0.0, epochs=3,
                     dropout=0.5, algorithm="1d-aware", replication=1):
     """``(records, trainer)`` of ``epochs`` training epochs. Collective."""
-    dg = DistGraph.from_graph(graph if comm.rank == 0 else None, comm, algorithm=algorithm,
-                              dtype=np.float64, backend="numba", aggregation="mean",
-                              normalize_features=False, replication=replication)
     if algorithm == "1d-aware":
-        configure_exchange(dg, aggregation, quantize, "stochastic", seed=3)
+        placement = Row1D(exchange=Exchange(aggregation, quantize, "stochastic", seed=3))
+    else:
+        placement = placement_for(algorithm, c=replication if algorithm.startswith("15d") else None)
+    dg = DistGraph.from_graph(graph if comm.rank == 0 else None, comm, placement,
+                              dtype=np.float64, backend="numba", adjacency="mean",
+                              normalize_features=False)
     src = FullGraph(dg, LabelPropagation(dg, label_prop, seed=1) if label_prop else None)
     model = FullBatchSAGE(src.num_features, HIDDEN, dg.num_classes, layers=LAYERS,
                           dropout=dropout, seed=SEED)

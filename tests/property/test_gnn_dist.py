@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spgnn import run_loopback
-from spgnn.gnn import GCN, Adam, DistGraph, Trainer
+from spgnn.gnn import GCN, Adam, DistGraph, Trainer, placement_for
 from spgnn.testing.gnn_reference import train_reference
 
 HERE = Path(__file__).resolve().parents[1]
@@ -55,8 +55,8 @@ def test_3d_variants(p, grid, opts):
 
 def _dropout_losses(comm, algo, grid, partition="none"):
     kw = {"grid": grid} if algo == "3d" else {}
-    dg = DistGraph.from_graph(GRAPH if comm.rank == 0 else None, comm, algorithm=algo,
-                              dtype=np.float64, partition=partition, **kw)
+    dg = DistGraph.from_graph(GRAPH if comm.rank == 0 else None, comm, placement_for(algo, **kw),
+                              dtype=np.float64, partition=partition)
     model = GCN(dg.num_features, 6, dg.num_classes, layers=2, dropout=0.5, seed=3)
     tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.05))
     out = [tr.train_epoch()["loss"] for _ in range(3)]

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from spgnn.comm import run_loopback
-from spgnn.gnn import GCN, Adam, DistGraph, Trainer
-from spgnn.gnn.compression import configure_exchange
+from spgnn.gnn import GCN, Adam, DistGraph, Exchange, Row1D, Trainer
 from spgnn.gnn.label_prop import LabelPropagation
 from spgnn.gnn.sources import FullGraph
 from spgnn.io import Graph, sbm
@@ -26,9 +25,9 @@ REF = train_reference(G.adj, G.features, G.labels, G.train_mask,
 
 
 def train(comm, aggregation, quantize, label_prop=0.0, epochs=EPOCHS):
-    dg = DistGraph.from_graph(G if comm.rank == 0 else None, comm, algorithm="1d-aware",
+    placement = Row1D(exchange=Exchange(aggregation, quantize, "stochastic", seed=3))
+    dg = DistGraph.from_graph(G if comm.rank == 0 else None, comm, placement,
                               dtype=np.float64, backend="numba")
-    configure_exchange(dg, aggregation, quantize, "stochastic", seed=3)
     src = FullGraph(dg, LabelPropagation(dg, label_prop, seed=1) if label_prop else None)
     model = GCN(src.num_features, 6, dg.num_classes, layers=2, dropout=0.0, seed=1)
     opt = Adam(model.param_groups(5e-4), lr=0.05)

@@ -25,7 +25,7 @@ def _graph(n=23, seed=3):
 
 
 def _setup(comm, graph, dropout, algorithm="1d-aware", heads=3):
-    g = DistGraph.from_graph(graph, comm, algorithm=algorithm, dtype=np.float64,
+    g = DistGraph.from_graph(graph, comm, algorithm, dtype=np.float64,
                              sparse_features=False)
     model = GAT(g.num_features, 4, g.num_classes, heads=heads, dropout=dropout, seed=1)
     tr = Trainer(model, g, Adam(model.param_groups(0.0), lr=0.01))

@@ -30,7 +30,7 @@ def test_finite_differences_every_parameter(algo, build):
     graph = tiny_graph()
 
     def body(comm):
-        dg = DistGraph.from_graph(graph, comm, algorithm=algo, dtype=np.float64)
+        dg = DistGraph.from_graph(graph, comm, algo, dtype=np.float64)
         f, c = dg.num_features, dg.num_classes
         if build == "gcn-bias-dropout":
             model = GCN(f, 3, c, layers=2, dropout=0.3, seed=1, bias=True)
@@ -67,7 +67,7 @@ def test_gradients_equal_numpy_reference():
     graph = tiny_graph(n=14, f=5)
 
     def body(comm):
-        dg = DistGraph.from_graph(graph, comm, algorithm="1d-aware", dtype=np.float64)
+        dg = DistGraph.from_graph(graph, comm, "1d-aware", dtype=np.float64)
         model = GCN(dg.num_features, 4, dg.num_classes, layers=3, dropout=0.0, seed=5)
         Trainer(model, dg, SGD(model.parameters(), lr=0.0))
         loss, ctx, dlogits = _loss(model, dg, dict(training=True))
@@ -91,7 +91,7 @@ def test_training_losses_equal_numpy_reference(dtype, rtol):
     epochs = 8
 
     def body(comm):
-        dg = DistGraph.from_graph(graph, comm, algorithm="1d", dtype=dtype)
+        dg = DistGraph.from_graph(graph, comm, "1d", dtype=dtype)
         model = GCN(dg.num_features, 8, dg.num_classes, dropout=0.0, seed=11)
         tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.05))
         return [tr.train_epoch()["loss"] for _ in range(epochs)], \
@@ -110,7 +110,7 @@ def test_resume_is_bit_identical(opt):
     graph = tiny_graph(n=20, f=5, seed=3)
 
     def make(comm):
-        dg = DistGraph.from_graph(graph, comm, algorithm="1d")
+        dg = DistGraph.from_graph(graph, comm, "1d")
         model = GCN(dg.num_features, 6, dg.num_classes, dropout=0.5, seed=2)
         o = (Adam(model.param_groups(5e-4), lr=0.01) if opt == "adam"
              else SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3))
@@ -150,7 +150,7 @@ def test_bad_input_raises_typed_errors():
 
     def body(comm):
         with pytest.raises(ValueError, match="unknown algorithm"):
-            DistGraph.from_graph(graph, comm, algorithm="2d")
+            DistGraph.from_graph(graph, comm, "2d")
         with pytest.raises(ValueError, match="rank 0 must hold"):
             DistGraph.from_graph(None, comm)
         with pytest.raises(ValueError, match="features and labels"):

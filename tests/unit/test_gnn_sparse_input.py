@@ -38,7 +38,7 @@ def _graph():
 
 
 def _losses(comm, algo, sparse, partition="none"):
-    dg = DistGraph.from_graph(_graph() if comm.rank == 0 else None, comm, algorithm=algo,
+    dg = DistGraph.from_graph(_graph() if comm.rank == 0 else None, comm, algo,
                               dtype=np.float64, sparse_features=sparse, partition=partition)
     model = GCN(dg.num_features, 6, dg.num_classes, dropout=0.5, seed=4, bias=True)
     tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.05))
@@ -58,7 +58,7 @@ def test_sparse_features_train_like_dense(p, algo):
 def test_3d_refuses_sparse_features():
     def body(comm):
         with pytest.raises(ValueError, match="not supported on '3d'"):
-            DistGraph.from_graph(_graph(), comm, algorithm="3d", sparse_features=True)
+            DistGraph.from_graph(_graph(), comm, "3d", sparse_features=True)
         return True
 
     assert run_loopback(1, body) == [True]

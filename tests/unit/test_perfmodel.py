@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from spgnn import run_loopback
 from spgnn.errors import CalibrationError, GridError
-from spgnn.gnn import GCN, Adam, DistGraph, Trainer
+from spgnn.gnn import GCN, Adam, DistGraph, Trainer, placement_for
 from spgnn.io import Graph, sbm
 from spgnn.perfmodel import (DEFAULT_CALIBRATION, FORMAT, Calibration, candidate_configs,
                              fit_comm, fit_gemm, fit_spmm, kind_of, load_calibration,
@@ -55,7 +55,8 @@ def test_epoch_communication_equals_ledger(algo, p, c):
     graph, hidden = _graph(), 16         # layer 0 aggregates first (8 -> 16), layer 1 transforms
 
     def body(comm):
-        dg = DistGraph.from_graph(graph, comm, algorithm=algo, replication=c)
+        placement = placement_for(algo, c=c if algo.startswith("15d") else None)
+        dg = DistGraph.from_graph(graph, comm, placement)
         model = GCN(dg.num_features, hidden, dg.num_classes, layers=2, dropout=0.0)
         trainer = Trainer(model, dg, Adam(model.param_groups(0), lr=0.01))
         with comm.track("epoch") as st:

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from spgnn import run_loopback
 from spgnn.core.spmm_3d import row_chunks
 from spgnn.errors import LayoutMismatch
-from spgnn.gnn import GCN, Adam, DistGraph, Trainer
+from spgnn.gnn import GCN, Adam, DistGraph, Plexus3D, Trainer, placement_for
 from spgnn.io import Graph, sbm
 from spgnn.local.csr import LocalCSR
 from spgnn.backends import get_backend
@@ -30,8 +30,8 @@ def _graph(n=40, f=6, c=3, seed=0):
 
 def _train(graph, p, grid, *, layers=2, dropout=0.0, order="auto", epochs=2, **kw):
     def body(comm):
-        dg = DistGraph.from_graph(graph if comm.rank == 0 else None, comm, algorithm="3d",
-                                  grid=grid, dtype=np.float64, **kw)
+        dg = DistGraph.from_graph(graph if comm.rank == 0 else None, comm,
+                                  Plexus3D(grid=grid, **kw), dtype=np.float64)
         model = GCN(dg.num_features, 5, dg.num_classes, layers=layers, dropout=dropout, seed=3,
                     order=order)
         tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.05))
@@ -64,8 +64,8 @@ def test_double_permutation_balances_the_blocks_it_multiplies():
     g = _graph(n=30)
 
     def body(comm):
-        dg = DistGraph.from_graph(g, comm, algorithm="3d", grid=(1, 1, 1), dtype=np.float64,
-                                  permute="double", seed=5)
+        dg = DistGraph.from_graph(g, comm, Plexus3D(grid=(1, 1, 1), permute="double"),
+                                  dtype=np.float64, seed=5)
         a1 = dg._A_by_variant[0].to_global()
         a2 = dg._A_by_variant[1].to_global()
         return sp.csr_array(a1), sp.csr_array(a2), dg.permutation("c"), dg.permutation("r")
@@ -83,8 +83,8 @@ def test_double_permutation_refuses_hops_out_of_order():
     g = _graph(n=20)
 
     def body(comm):
-        dg = DistGraph.from_graph(g, comm, algorithm="3d", grid=(1, 1, 1), dtype=np.float64,
-                                  permute="double")
+        dg = DistGraph.from_graph(g, comm, Plexus3D(grid=(1, 1, 1), permute="double"),
+                                  dtype=np.float64)
         ctx = dg.context()
         h = ctx.propagate(dg.features, 0)          # now in P_r order
         with pytest.raises(LayoutMismatch, match="hop 0 multiplies rows in P_c order"):
@@ -98,14 +98,14 @@ def test_double_permutation_refuses_hops_out_of_order():
 def test_plexus_options_are_3d_only(kw):
     def body(comm):
         with pytest.raises(ValueError, match="unknown permute"):
-            DistGraph.from_graph(_graph(n=12), comm, algorithm="3d", permute="single")
+            DistGraph.from_graph(_graph(n=12), comm, placement_for("3d", permute="single"))
         with pytest.raises(ValueError, match="agg_blocks must be >= 1"):
-            DistGraph.from_graph(_graph(n=12), comm, algorithm="3d", agg_blocks=0)
+            DistGraph.from_graph(_graph(n=12), comm, placement_for("3d", agg_blocks=0))
         return True
 
     def body_kw(comm):
         with pytest.raises(ValueError, match="apply to algorithm '3d' only"):
-            DistGraph.from_graph(_graph(n=12), comm, algorithm="1d", **kw)
+            DistGraph.from_graph(_graph(n=12), comm, placement_for("1d", **kw))
         return True
 
     assert run_loopback(1, body_kw) == [True]
@@ -153,8 +153,8 @@ def test_planned_nnz_per_rank_equals_the_trained_shards(permute):
     grid = (2, 1, 3)
 
     def body(comm):
-        dg = DistGraph.from_graph(g if comm.rank == 0 else None, comm, algorithm="3d",
-                                  grid=grid, dtype=np.float64, permute=permute, seed=4)
+        dg = DistGraph.from_graph(g if comm.rank == 0 else None, comm,
+                                  Plexus3D(grid=grid, permute=permute), dtype=np.float64, seed=4)
         model = GCN(dg.num_features, 5, dg.num_classes, layers=4, dropout=0.0, seed=3,
                     order="aggregate-first")
         Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.05)).train_epoch()
@@ -198,9 +198,9 @@ def test_planned_3d_epoch_equals_the_ledger(grid, f, hidden, layers, bias, order
     g = Graph(adj=adj, features=x, labels=y).random_split(0.5, 0.2, seed=0)
 
     def body(comm):
-        dg = DistGraph.from_graph(g if comm.rank == 0 else None, comm, algorithm="3d",
-                                  grid=grid, dtype=np.float32, agg_blocks=blocks,
-                                  permute=permute)
+        dg = DistGraph.from_graph(g if comm.rank == 0 else None, comm,
+                                  Plexus3D(grid=grid, agg_blocks=blocks, permute=permute),
+                                  dtype=np.float32)
         model = GCN(dg.num_features, hidden, dg.num_classes, layers=layers, dropout=0.5,
                     seed=1, bias=bias, order=order)
         tr = Trainer(model, dg, Adam(model.param_groups(5e-4), lr=0.05))

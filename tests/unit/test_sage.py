@@ -104,7 +104,7 @@ def test_full_inference_equals_sampled_with_all_neighbours():
     def both(comm):
         # the whole graph with the mean aggregator, on one rank: D^-1 A = `mean`
         dg = DistGraph.from_graph(Graph(adj=a, features=x, labels=np.zeros(N, dtype=np.int64)),
-                                  comm, aggregation="mean", dtype=np.float64,
+                                  comm, adjacency="mean", dtype=np.float64,
                                   normalize_features=False, sparse_features=False)
         model = GraphSAGE(4, 6, 2, layers=2, dropout=0.0, seed=0).place(np.float64, dg.grid)
         _, sampled = _forward(model, blocks, x[blocks[0].src_ids], grid=dg.grid)
