@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..backends._quant import ROUNDINGS
+from ..core.codec import QUANTIZE_CHOICES
 from ..core.hybrid import AGGREGATIONS
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
 from ..errors import NonFiniteError
@@ -47,7 +49,7 @@ from .label_prop import LabelPropagation
 from .minibatch import MODES, MinibatchGraph
 from .optim import Adam
 from .partitioned import HaloGraph
-from .placement import PERMUTES, QUANTIZE_CHOICES, ROUNDINGS, Exchange, placement_for
+from .placement import PERMUTES, Exchange, placement_for
 from .data import DistGraph, require_features_and_labels
 from .registry import MODELS
 from .sources import FullGraph, Halo, Sampled
