@@ -262,7 +262,12 @@ def _bytes_by_label(comm, last):
 
 
 def run(args):
-    config = config_from_args(args)     # every rank, before MPI starts
-    comm = Communicator.world()         # initialises MPI; train() checks before communicating
+    comm = Communicator.world()
+    config, err = None, None
+    try:
+        config = config_from_args(args)
+    except (ValueError, TypeError, NonFiniteError) as exc:
+        err = exc
+    comm.agree(err)                     # every rank judges alike: one line from rank 0
     print_result(comm, train(comm, config, progress=not args.no_progress), args.json)
     return 0

@@ -37,6 +37,9 @@ CASES = {
                                    "has no training vertices"),
     "train-gcn-sage-option": (["train", "--graph", "sbm:300:3:0", "--eval-every", "2"],
                               "--eval-every only apply to --model sage"),
+    # issue 38: --hec on with a full-graph model trained a plain GCN, rc 0
+    "train-hec-gcn": (["train", "--graph", "sbm:300:3:0", "--model", "gcn", "--partition",
+                       "random", "--hec", "on"], "--hec only apply to --model sage"),
     # issue 38: a NaN tolerance ran to max_iter and printed a normal result
     "graph-pagerank-tol-nan": (["graph", "pagerank", "--graph", "rmat:6", "--tol", "nan"],
                                "pagerank: tol (the L1 tolerance) must be a finite number > 0"),

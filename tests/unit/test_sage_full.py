@@ -235,10 +235,11 @@ def test_quantized_training_learns():
 
 
 def test_cli_registry_entry():
-    from spgnn.gnn import MODELS
+    from spgnn.gnn import MODELS, TrainConfig
 
     spec = MODELS["sage-full"]
     assert spec.training == "full-graph" and spec.adjacency == "mean"
     assert "3d" not in spec.algorithms and "1d-aware" in spec.algorithms
-    m = spec.build(10, 3, {"hidden": 8, "layers": 2, "dropout": 0.1, "seed": SEED})
+    m = spec.build(10, 3, TrainConfig(graph="sbm:60:3:0", model="sage-full", hidden=8, layers=2,
+                                      dropout=0.1, seed=SEED))
     assert isinstance(m, FullBatchSAGE) and m.dims == [10, 8, 3]
