@@ -39,6 +39,7 @@ __all__ = [
     "LoopbackAborted",
     "SpgnnDataWarning",
     "SpgnnEfficiencyWarning",
+    "SpgnnTrainingWarning",
 ]
 
 
@@ -167,6 +168,10 @@ class UnknownDataset(SpgnnError, KeyError, ValueError):
 class SpgnnDataWarning(UserWarning):
     """An input was read with a change its reader should know about: entries of weight 0
     dropped (they are no edges), integer weights rounded to the float32 adjacency."""
+
+
+class SpgnnTrainingWarning(UserWarning):
+    """A training run looks wrong without being invalid (its loss has not moved for many epochs)."""
 
 
 class SpgnnEfficiencyWarning(UserWarning):

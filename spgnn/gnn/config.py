@@ -44,7 +44,7 @@ from ..partition import PARTITIONERS
 from ..plan.choose import choose
 from ..sampling import FRONTIERS, GraphSAGESampler, LADIESSampler
 from .hec import MISS_POLICIES, HECConfig, HECRunner
-from .hooks import SELECTIONS, EvaluateEvery
+from .hooks import SELECTIONS, EvaluateEvery, StalledLoss
 from .label_prop import LabelPropagation
 from .minibatch import MODES, MinibatchGraph
 from .optim import Adam
@@ -483,7 +483,7 @@ class TrainConfig:
             label = f"{self.model}-minibatch"
         trainer = Trainer(model, source, opt, seed=self.seed)
         hooks = [EvaluateEvery(self.eval_every, self.model_selection)] if self.eval_every else []
-        return Built(trainer, hooks, self, label)
+        return Built(trainer, hooks + [StalledLoss()], self, label)
 
     def _sampler(self):
         if self.sampler == "sage":
@@ -505,7 +505,7 @@ class TrainConfig:
                                dg.num_classes, cfg)
         opt = Adam(model.param_groups(cfg.weight_decay), lr=cfg.lr)
         trainer = Trainer(model, FullGraph(dg, transform=lp), opt)
-        return Built(trainer, [], cfg, cfg.algo, auto)
+        return Built(trainer, [StalledLoss()], cfg, cfg.algo, auto)
 
     def _choose(self, comm, graph):
         """``(resolved config, top-3 ranking)``: the time model's choice. Collective."""
@@ -549,7 +549,8 @@ class TrainConfig:
 
 @dataclass
 class Built:
-    """What :meth:`TrainConfig.build` returns: the trainer, the config's hooks, the resolved
+    """What :meth:`TrainConfig.build` returns: the trainer, the config's hooks (model
+    selection where it evaluates; :class:`~spgnn.gnn.hooks.StalledLoss` always), the resolved
     config, the algorithm's label for reports, and ``auto`` (the time model's top 3, or None)."""
 
     trainer: Trainer

@@ -114,6 +114,24 @@ def _dense_features(x, dtype):
     return np.asarray(x).astype(np.float64).astype(dtype, copy=False)
 
 
+def require_nonnegative_weights(graph):
+    """Raise ValueError naming the first negative edge weight. Local.
+
+    GCN's ``D^-1/2 (A + I) D^-1/2`` needs positive degrees: with negative
+    weights a degree can reach 0 or below, and a graph whose weights are all
+    -1 trained at a constant loss without a word.  The mean aggregator
+    (``adjacency="mean"``) reads the pattern only, so it takes any weights.
+    """
+    adj = graph.adj
+    if adj.nnz and adj.data.min() < 0:
+        coo = sp.coo_array(adj)
+        k = int(np.flatnonzero(coo.data < 0)[0])
+        raise ValueError(f"{graph.name}: the edge ({int(coo.row[k])}, {int(coo.col[k])}) has "
+                         f"weight {coo.data[k]}; GCN's normalisation D^-1/2 (A + I) D^-1/2 "
+                         f"needs non-negative edge weights (the mean aggregator reads the "
+                         f"pattern only)")
+
+
 def require_features_and_labels(graph):
     """Raise ValueError (with the hint for synthetic ones) unless ``graph`` has both. Local."""
     if graph.features is None or graph.labels is None:
@@ -191,10 +209,13 @@ def prepare(graph, adjacency, normalize_features, dtype):
     """Step 1: adjacency matrix, dense features and node data of ``graph``. Local.
 
     Raises ValueError / TypeError / NonFiniteError for a graph without
-    features or labels, or with non-finite values.
+    features or labels, with non-finite values, or (``adjacency="gcn"``)
+    with a negative edge weight.
     """
     require_features_and_labels(graph)
     require_finite(graph)
+    if adjacency == "gcn":
+        require_nonnegative_weights(graph)
     adj = _adjacency_matrix(graph.adj, adjacency, dtype)
     if normalize_features:
         x = row_normalize_features(graph.features, dtype)

@@ -9,12 +9,15 @@ the same order, so their collectives match.
 """
 
 import sys
+import warnings
 
 import numpy as np
 
 from ..checkpoint import save_checkpoint_collective
+from ..errors import SpgnnTrainingWarning
 
-__all__ = ["Hook", "Metrics", "EvaluateEvery", "ProgressBar", "Checkpoint", "SELECTIONS"]
+__all__ = ["Hook", "Metrics", "EvaluateEvery", "ProgressBar", "Checkpoint", "StalledLoss",
+           "SELECTIONS"]
 
 #: Which epoch's model :class:`EvaluateEvery` keeps: the best on validation, or the last.
 SELECTIONS = ("best-val", "last")
@@ -155,4 +158,35 @@ class Checkpoint(Hook):
             save_checkpoint_collective(trainer.comm, self.directory,
                                        state if trainer.comm.rank == 0 else None,
                                        step=trainer.epoch)
+        return False
+
+
+class StalledLoss(Hook):
+    """Warn once (rank 0, :class:`~spgnn.errors.SpgnnTrainingWarning`) when the training loss
+    has not moved for ``patience`` epochs. Local.
+
+    "Not moved": every one of the last ``patience`` epochs' losses within
+    ``rtol`` (relative) of the first of them.  The loss is the same on every
+    rank, so rank 0 alone speaks.  A run whose loss never moves is learning
+    nothing: zero or constant inputs, dead activations, a learning rate far
+    too small; it used to end with rc 0 at chance accuracy and no word.
+    """
+
+    def __init__(self, patience=10, rtol=1e-7):
+        if int(patience) < 2:
+            raise ValueError(f"StalledLoss: patience must be >= 2, but got {patience}")
+        self.patience, self.rtol = int(patience), float(rtol)
+        self.losses, self.warned = [], False
+
+    def on_epoch_end(self, trainer, record):
+        self.losses = (self.losses + [float(record["loss"])])[-self.patience:]
+        first = self.losses[0]
+        if (not self.warned and len(self.losses) == self.patience
+                and all(abs(v - first) <= self.rtol * max(abs(first), 1e-30) for v in self.losses)):
+            self.warned = True
+            if trainer.comm.rank == 0:
+                warnings.warn(f"train: the training loss has stayed at {first:.6g} for "
+                              f"{self.patience} epochs (through epoch {trainer.epoch - 1}); "
+                              f"check the inputs (features, edge weights, labels) and the "
+                              f"learning rate", SpgnnTrainingWarning, stacklevel=2)
         return False

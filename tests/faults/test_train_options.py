@@ -77,3 +77,45 @@ def test_rank_dependent_checks():
     with pytest.raises(ValueError, match="--replication must divide the 3 ranks"):
         TrainConfig(graph=G, algo="15d", replication=2).check_ranks(3)
     TrainConfig(graph=G, algo="15d", replication=2).check_ranks(4)
+
+
+def _zero_feature_graph():
+    import numpy as np
+
+    from spgnn.io import Graph, sbm
+
+    adj, x, y = sbm(60, 3, avg_degree=4, num_features=5, seed=0)
+    return Graph(adj=adj, features=np.zeros_like(x), labels=y).random_split(0.5, 0.2, seed=0)
+
+
+def test_negative_gcn_weights_are_refused_naming_the_edge():
+    """Issue 38: every edge weight -1 trained at a constant loss ln 4, rc 0, no word."""
+    from spgnn.comm import run_loopback
+    from spgnn.gnn import DistGraph
+
+    g = _zero_feature_graph()
+    g = dataclasses.replace(g, adj=-g.adj)
+    with pytest.raises(ValueError, match=r"has weight -1.0; GCN's normalisation"):
+        run_loopback(1, lambda comm: DistGraph.from_graph(g, comm, "1d"))
+    # the mean aggregator reads the pattern only
+    run_loopback(1, lambda comm: DistGraph.from_graph(g, comm, "1d", adjacency="mean"))
+
+
+def test_a_loss_that_does_not_move_warns_once():
+    """Zero features and no bias: every logit is 0, the loss is ln C in every epoch."""
+    from spgnn.comm import run_loopback
+    from spgnn.errors import SpgnnTrainingWarning
+    from spgnn.gnn import GCN, Adam, DistGraph, Trainer
+    from spgnn.gnn.hooks import StalledLoss
+
+    g = _zero_feature_graph()
+
+    def run(comm):
+        dg = DistGraph.from_graph(g, comm, "1d", normalize_features=False)
+        model = GCN(dg.num_features, 4, dg.num_classes, dropout=0.0)
+        tr = Trainer(model, dg, Adam(model.param_groups(), lr=0.01))
+        tr.fit(6, evaluate=False, hooks=[StalledLoss(patience=4)])
+
+    with pytest.warns(SpgnnTrainingWarning, match="has stayed at 1.09861 for 4 epochs") as got:
+        run_loopback(1, run)
+    assert len([w for w in got if issubclass(w.category, SpgnnTrainingWarning)]) == 1
