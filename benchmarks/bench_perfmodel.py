@@ -1,4 +1,4 @@
-"""Validate the performance model (spgnn.perfmodel): ``python benchmarks/bench_perfmodel.py MODE``.
+"""Validate the performance model (spgnn.plan.model): ``python benchmarks/bench_perfmodel.py MODE``.
 
 ``validate-compute`` (one process, < 5 min): fit the compute model on the
 fitting shapes, then predict vs measure the held-out ones; prints the median

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
-import time
 
 __all__ = ["THREAD_VARS", "threads_from_argv", "thread_env", "write_record", "save_bar_figure",
            "Case"]
@@ -130,13 +128,3 @@ def save_bar_figure(cases, path, *, title, reference="spgnn", unit="s"):
     plt.close(fig)
     return path
 
-
-def median_seconds(fn, reps=5):
-    """Median wall time of ``fn()`` over ``reps`` runs after one warm-up. Local."""
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)

@@ -32,6 +32,7 @@ __all__ = ["PARTS", "ALLOWED", "EVERY_PART_MAY_IMPORT", "MPI_PART", "Edge", "mod
 PARTS = (
     ("base", ("spgnn.errors", "spgnn.counter_rng", "spgnn.atomic"),
      "typed errors, SplitMix64, atomic file writes"),
+    ("timing", ("spgnn.bench",), "timing helpers: medians, slowest rank, the machine"),
     ("kernels", ("spgnn._kernels.*",), "Numba kernels, installed as spgnn._kernels"),
     ("layout", ("spgnn.layout",), "Layout, block_bounds"),
     ("local", ("spgnn.local.*",), "LocalCSR, semirings, output allocator"),
@@ -39,27 +40,28 @@ PARTS = (
     ("comm", ("spgnn.comm.*",), "Communicator, transports, ledger"),
     ("grid", ("spgnn.grid",), "ProcessGrid, grid shapes"),
     ("core", ("spgnn.core.*",), "distributed matrices, SpMM, matmul"),
-    ("plan", ("spgnn.planner", "spgnn.perfmodel"), "communication plans, cost models"),
     ("io", ("spgnn.io.*",), "Graph, loaders, datasets, generators, preprocessing"),
     ("interop", ("spgnn.interop.*",), "PyG, torch, networkx, scipy converters"),
     ("partition", ("spgnn.partition.*",), "partitioners"),
+    ("plan", ("spgnn.plan.*",), "communication plans, performance model, calibration, --algo auto"),
     ("sampling", ("spgnn.sampling.*",), "GraphSAGE / LADIES sampling"),
     ("checkpoint", ("spgnn.checkpoint",), "atomic training checkpoints"),
     ("gnn", ("spgnn.gnn.*",), "layers, models, training"),
-    ("face", ("spgnn", "spgnn.__main__", "spgnn.cli.*", "spgnn.bench", "spgnn.datasets",
-              "spgnn.benchmarks.*"), "public API, commands, timing, benchmarks"),
+    ("face", ("spgnn", "spgnn.__main__", "spgnn.cli.*", "spgnn.datasets", "spgnn.benchmarks.*"),
+     "public API, commands, benchmarks"),
     ("testing", ("spgnn.testing.*",), "test-only helpers"),
 )
 
 #: Every part may import these (they import nothing from spgnn themselves).
 EVERY_PART_MAY_IMPORT = ("base",)
 
-_LIBRARY = ("base", "kernels", "layout", "local", "backends", "comm", "grid", "core", "plan",
-            "io", "interop", "partition", "sampling", "checkpoint", "gnn")
+_LIBRARY = ("base", "timing", "kernels", "layout", "local", "backends", "comm", "grid", "core",
+            "io", "interop", "partition", "plan", "sampling", "checkpoint", "gnn")
 
 #: Which parts a part may import, besides itself and :data:`EVERY_PART_MAY_IMPORT`.
 ALLOWED = {
     "base": (),
+    "timing": (),
     "kernels": (),                       # and not even base: kernels import nothing from spgnn
     "layout": (),
     "local": (),
@@ -67,10 +69,12 @@ ALLOWED = {
     "comm": ("local", "layout"),
     "grid": ("comm", "layout"),
     "core": ("grid", "layout", "local", "backends"),
-    "plan": ("grid", "layout", "comm"),
     "io": ("local",),
     "interop": ("io",),
     "partition": ("io", "layout", "kernels"),
+    # events and model: grid, layout, comm (the ledger's byte model); choose: partition (the
+    # run's partition is priced); calibrate: io, backends, local, timing (it times the kernels)
+    "plan": ("grid", "layout", "comm", "partition", "io", "backends", "local", "timing"),
     "sampling": ("core", "backends", "grid", "layout", "local"),
     "checkpoint": (),
     "gnn": ("core", "sampling", "io", "partition", "grid", "layout", "local", "backends", "comm",
