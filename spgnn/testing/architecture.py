@@ -3,7 +3,9 @@
 :data:`PARTS` and :data:`ALLOWED` are the rule table.  The module graph is
 read from the source with :mod:`ast` (every ``import`` statement, at module
 level and inside functions), never by importing anything, so it sees the
-lazy imports that defer mpi4py or numba as well.  ``tests/unit/test_architecture.py``
+lazy imports that defer mpi4py or numba as well.  The benchmark suites
+(``benchmarks/``, installed as ``spgnn._benchmarks``) are read too: they may
+import anything, and nothing may import them.  ``tests/unit/test_architecture.py``
 fails on a cycle between modules, an arrow the table does not allow, and
 mpi4py imported outside ``spgnn.comm``; docs/architecture.md shows the table
 as a diagram that this module generates::
@@ -47,9 +49,11 @@ PARTS = (
     ("sampling", ("spgnn.sampling.*",), "GraphSAGE / LADIES sampling"),
     ("checkpoint", ("spgnn.checkpoint",), "atomic training checkpoints"),
     ("gnn", ("spgnn.gnn.*",), "layers, models, training"),
-    ("face", ("spgnn", "spgnn.__main__", "spgnn.cli.*", "spgnn.datasets", "spgnn.benchmarks.*"),
-     "public API, commands, benchmarks"),
+    ("face", ("spgnn", "spgnn.__main__", "spgnn.cli.*", "spgnn.datasets"),
+     "public API, commands"),
     ("testing", ("spgnn.testing.*",), "test-only helpers"),
+    ("benchmarks", ("spgnn._benchmarks.*",),
+     "benchmark suites, installed as spgnn._benchmarks, run by name"),
 )
 
 #: Every part may import these (they import nothing from spgnn themselves).
@@ -81,6 +85,8 @@ ALLOWED = {
             "checkpoint"),
     "face": _LIBRARY,                    # anything but testing
     "testing": _LIBRARY,                 # anything but face
+    # the suites may import everything; nothing imports them (spgnn.cli.bench: by name)
+    "benchmarks": _LIBRARY + ("face", "testing"),
 }
 
 #: The only part that may import mpi4py.
@@ -117,10 +123,12 @@ def _repo_root():
 
 
 def module_files(root=None):
-    """``{module name: (path, is_package)}`` for spgnn and the kernels (``spgnn._kernels``)."""
+    """``{module name: (path, is_package)}`` for spgnn, the kernels (``spgnn._kernels``) and the
+    benchmark suites (``spgnn._benchmarks``)."""
     root = Path(root) if root is not None else _repo_root()
     out = {}
-    for folder, package in ((root / "spgnn", "spgnn"), (root / "kernels", "spgnn._kernels")):
+    for folder, package in ((root / "spgnn", "spgnn"), (root / "kernels", "spgnn._kernels"),
+                            (root / "benchmarks", "spgnn._benchmarks")):
         for path in sorted(folder.rglob("*.py")):
             parts = list(path.relative_to(folder).with_suffix("").parts)
             is_package = parts[-1] == "__init__"
@@ -252,7 +260,8 @@ def _source_name(pattern):
     """``spgnn.core.*`` -> ``core/``, ``spgnn._kernels.*`` -> ``kernels/``, ``spgnn`` -> ``__init__``."""
     if pattern == "spgnn":
         return "__init__"
-    name = pattern.replace("spgnn._kernels", "kernels").replace("spgnn.", "")
+    name = (pattern.replace("spgnn._kernels", "kernels").replace("spgnn._benchmarks", "benchmarks")
+            .replace("spgnn.", ""))
     return name[:-2] + "/" if name.endswith(".*") else name
 
 
@@ -265,11 +274,12 @@ def _label(part):
 def render_rules():
     """The rule table as Markdown: a Mermaid ``flowchart`` and the same rules as a table."""
     lines = ["```mermaid", "flowchart TB"]
-    lines += [f"    {_label(p)}" for p in ("face", "testing")]
+    lines += [f"    {_label(p)}" for p in ("benchmarks", "face", "testing")]
     lines.append('    subgraph library ["library (face and testing may import all of it)"]')
     lines += [f"        {_label(p)}" for p in reversed(_LIBRARY)]
     lines.append("    end")
-    lines += ["    face --> library", "    testing --> library"]
+    lines += ["    benchmarks --> face", "    benchmarks --> testing", "    benchmarks --> library",
+              "    face --> library", "    testing --> library"]
     for part in reversed(_LIBRARY):
         lines += [f"    {part} --> {other}" for other in ALLOWED[part]]
     lines += ["```", "",
@@ -281,6 +291,8 @@ def render_rules():
     for part, patterns, _ in PARTS:
         if part == "kernels":
             may = "nothing from spgnn"
+        elif part == "benchmarks":
+            may = "everything (library, face, testing); nothing imports it"
         elif part in ("face", "testing"):
             may = "every library part (not " + ("testing" if part == "face" else "face") + ")"
         else:

@@ -24,6 +24,15 @@ import numpy as np
 from spgnn.plan.calibrate import calibrate, measure_collectives, validate_compute
 from spgnn.plan.model import Calibration, fit_comm, load_calibration, predict_epoch, rank_configs
 
+from ._common import ROOT, THREAD_VARS
+
+
+def thread_env(argv):
+    """One BLAS/OpenMP/Numba thread per process unless the environment says otherwise (the
+    committed calibration's setting; one rank per core)."""
+    return {v: os.environ.get(v, "1") for v in THREAD_VARS}
+
+
 # ------------------------------------------------------------------------- whole epochs
 #: Configurations measured at 2 ranks (every one a 2-rank job can run).
 EPOCH_CONFIGS = (("1d", 1, None), ("1d-aware", 1, None), ("15d", 2, None), ("15d-aware", 2, None),
@@ -132,8 +141,7 @@ def extrapolation_table(spec, cal, ranks=(64, 256, 1024, 4096), dims=(128, 128, 
 
 
 #: Where ``validate-compute`` and ``validate-ranking`` append their records (one JSON per line).
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks",
-                       "results", "perfmodel.jsonl")
+RESULTS = str(ROOT / "benchmarks" / "results" / "perfmodel.jsonl")
 #: The load average above which a record is marked not quiet (2 cores here).
 QUIET_LOAD = 1.5
 
@@ -141,8 +149,6 @@ QUIET_LOAD = 1.5
 def _conditions():
     """Load average and thread settings, recorded with every validation (timings mean little
     without them)."""
-    from .common import THREAD_VARS
-
     return {"loadavg": [round(v, 2) for v in os.getloadavg()],
             "threads": {k: os.environ.get(k) for k in THREAD_VARS}}
 
