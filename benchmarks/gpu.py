@@ -187,7 +187,7 @@ def _gcn_graph(args):
 
 def spgnn_gcn_epoch(dev, args, adj, x, y, mask):
     """Median seconds per epoch of spgnn's GCN on the cupy backend, one rank (no MPI)."""
-    from spgnn._benchmarks.gcn_pyg import DROPOUT, LR, WEIGHT_DECAY
+    from .gcn_pyg import DROPOUT, LR, WEIGHT_DECAY
     from spgnn.comm.loopback import solo_communicator
     from spgnn.gnn import GCN, Adam, DistGraph, Trainer
     from spgnn.io import Graph
@@ -227,7 +227,7 @@ def pyg_gcn_epoch(dev, args, adj, x, y, mask, adjacency):
     import numpy as np
     import scipy.sparse as sp
 
-    from spgnn._benchmarks.gcn_pyg import DROPOUT, LR, WEIGHT_DECAY
+    from .gcn_pyg import DROPOUT, LR, WEIGHT_DECAY
 
     d = dev.torch_device
     torch.manual_seed(0)
