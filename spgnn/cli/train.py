@@ -422,7 +422,7 @@ def _choose_auto(comm, args, graph):
     """Replace ``--algo auto`` by the model's choice (agreed by all ranks), log the top 3."""
     import sys
 
-    from .auto import choose, describe
+    from ..plan.choose import choose, describe
 
     dims, err = None, None
     if graph is not None:       # rank 0: the model ranks configurations by the layer widths
