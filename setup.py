@@ -9,9 +9,11 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    # spgnn's own packages are found; kernels/ is mapped to spgnn._kernels.
-    packages=find_packages(include=["spgnn", "spgnn.*"]) + ["spgnn._kernels", "spgnn._kernels.numba"],
-    package_dir={"spgnn._kernels": "kernels"},
+    # spgnn's own packages are found; kernels/ is mapped to spgnn._kernels and the benchmark
+    # suites of benchmarks/ to spgnn._benchmarks (python -m spgnn bench NAME)
+    packages=find_packages(include=["spgnn", "spgnn.*"]) + ["spgnn._kernels", "spgnn._kernels.numba",
+                                                             "spgnn._benchmarks"],
+    package_dir={"spgnn._kernels": "kernels", "spgnn._benchmarks": "benchmarks"},
     package_data={"spgnn._kernels": ["README.md", "cuda/*.cu", "cuda/*.cuh", "cuda/*.h"]},
     install_requires=[
         "numpy>=1.24,<2.6",  # numba 0.68 supports numpy < 2.6
@@ -41,7 +43,7 @@ setup(
         "torch": ["torch==2.13.0"],
         "pyg": ["torch==2.13.0", "torch_geometric"],
         "networkx": ["networkx"],
-        # benchmarks/bench_kernels.py competitors; pin torch (unpinned pulls CUDA wheels)
+        # python -m spgnn bench kernels: the competitors; pin torch (unpinned pulls CUDA wheels)
         "bench": ["python-graphblas[suitesparse]", "torch==2.13.0"],
     },
     entry_points={"console_scripts": ["spgnn=spgnn.__main__:main"]},

@@ -1,8 +1,8 @@
 """GCN test accuracy against Kipf & Welling's published table, over seeds, at 1 and 4 ranks.
 
-    python benchmarks/gcn_accuracy.py                       # Cora + CiteSeer, seeds 0..9, P = 1 and 4
-    python benchmarks/gcn_accuracy.py --datasets facebook --seeds 3 --ranks 1
-    python benchmarks/gcn_accuracy.py --out /tmp/acc.json
+    python -m spgnn bench gcn_accuracy                       # Cora + CiteSeer, seeds 0..9, P = 1 and 4
+    python -m spgnn bench gcn_accuracy --datasets facebook --seeds 3 --ranks 1
+    python -m spgnn bench gcn_accuracy --out /tmp/acc.json
 
 Every run is the training command itself, started as a subprocess::
 
@@ -36,11 +36,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from spgnn.testing.data import find_shared_data  # noqa: E402
-from spgnn.testing.mpi import SINGLE_THREAD_ENV, find_mpiexec  # noqa: E402
+from spgnn.testing.data import find_shared_data
+from spgnn.testing.mpi import SINGLE_THREAD_ENV, find_mpiexec
 
 #: name -> (graph arguments relative to the shared data folder, published test accuracy %)
 DATASETS = {

@@ -13,7 +13,7 @@ communication volumes (rows of X; see ``spgnn.partition``):
 
 Usage::
 
-    python benchmarks/partition_table.py [--json OUT.json] [--parts 16 64 256]
+    python -m spgnn bench partition_table [--json OUT.json] [--parts 16 64 256]
                                          [--graphs slashdot twitter]
 
 The data folder is found by ``spgnn.testing.data`` (``SPGNN_DATA_DIR`` or

@@ -1,8 +1,8 @@
 """Minibatch GraphSAGE test accuracy over seeds (Cora, musae_facebook), any number of ranks.
 
-    python benchmarks/sage_accuracy.py --dataset cora --sampler sage --seeds 5
-    mpiexec -n 4 python benchmarks/sage_accuracy.py --dataset cora --sampler ladies --seeds 5
-    mpiexec -n 4 python benchmarks/sage_accuracy.py --dataset facebook --seeds 3 --epochs 10
+    python -m spgnn bench sage_accuracy --dataset cora --sampler sage --seeds 5
+    mpiexec -n 4 python -m spgnn bench sage_accuracy --dataset cora --sampler ladies --seeds 5
+    mpiexec -n 4 python -m spgnn bench sage_accuracy --dataset facebook --seeds 3 --epochs 10
 
 Runs in this process (the ``train`` command's function once per seed, on
 ``Communicator.world()``)
@@ -28,20 +28,15 @@ machines.  Prints one JSON line per seed and a mean ± std summary (rank 0).
 import argparse
 import json
 import statistics
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from spgnn import Communicator  # noqa: E402
-from spgnn.cli import train as cli_train  # noqa: E402
-from spgnn.testing.data import shared_data_path  # noqa: E402
+from spgnn import Communicator
+from spgnn.cli import train as cli_train
+from spgnn.testing.data import shared_data_path
 
 DATASETS = {"cora": ("planetoid", "cora", None, 0), "facebook": ("musae_facebook", None, "0.6:0.2", 256)}
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="cora", choices=sorted(DATASETS))
     ap.add_argument("--sampler", default="sage", choices=("sage", "ladies"))
@@ -61,7 +56,7 @@ def main():
     ap.add_argument("--feature-dim", type=int, default=None)
     ap.add_argument("--eval-every", type=int, default=1)
     ap.add_argument("--model-selection", default="best-val", choices=("best-val", "last"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     folder, name, split, dim = DATASETS[args.dataset]
     comm = Communicator.world()
     parser = argparse.ArgumentParser()

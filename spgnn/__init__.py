@@ -36,7 +36,7 @@ from .local.ops import Mask, register_binary_op, register_unary_op
 from .local.semiring import any_pair, lor_land, plus_first, register_monoid, register_semiring
 from .io import Graph, load_graph, rmat, sbm
 from . import datasets, interop  # noqa: E402  (torch, PyG and networkx load on first use)
-from .planner import plan_mxm, plan_spmm
+from .plan import plan_mxm, plan_spmm
 
 __all__ = [
     "__version__",

@@ -1,4 +1,4 @@
-"""Timing helpers for commands and benchmarks (OSU style).
+"""Timing helpers for commands, calibration and benchmarks (OSU style).
 
 Warm-ups first, a barrier before each timed repetition, the time of a
 repetition is the slowest rank's, and the report is the median over
@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-__all__ = ["time_collective", "machine"]
+__all__ = ["time_collective", "median_seconds", "machine"]
 
 
 def time_collective(comm, fn, *, repeat=5, warmup=1, with_max=False):
@@ -30,6 +30,17 @@ def time_collective(comm, fn, *, repeat=5, warmup=1, with_max=False):
     if with_max:
         return statistics.median(times), min(times), max(times)
     return statistics.median(times), min(times)
+
+
+def median_seconds(fn, reps=5):
+    """Median wall time of ``fn()`` over ``reps`` runs after one warm-up. Local."""
+    fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def machine():

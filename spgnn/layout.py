@@ -52,7 +52,7 @@ def row_chunk_offsets(m: int, k: int, align: int = 1) -> tuple:
     ``align`` (the last chunk takes the remainder; chunks are empty when
     ``m // align < k``).  One rule for the runtime
     (:func:`spgnn.core.spmm_3d.row_chunks`) and the planner
-    (:func:`spgnn.planner.plan_gcn_3d` with ``agg_blocks``).
+    (:func:`spgnn.plan.events.plan_gcn_3d` with ``agg_blocks``).
     """
     align = max(1, int(align))
     bounds = [align * b for b in block_offsets(int(m) // align, int(k))]

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from spgnn.cli.auto import _aggregation_pattern
+from spgnn.plan.choose import aggregation_pattern
 from spgnn.io import load_adjacency, load_graph
-from spgnn.perfmodel import (Calibration, candidate_configs, load_calibration, rank_configs,
+from spgnn.plan.model import (Calibration, candidate_configs, load_calibration, rank_configs,
                              rank_spmm_configs)
 from spgnn.testing.mpi import mpi_test_marks, run_mpi
 
@@ -71,7 +71,7 @@ def test_train_replication_auto_picks_c(cal_env):
     r, out = _json(["train", "--graph", GRAPH, "--algo", "15d-aware", "--replication", "auto",
                     "--epochs", "1", "--no-progress"], 4, cal_env)
     g = load_graph(GRAPH)
-    want = rank_configs(_aggregation_pattern(g.adj), 4, [g.features.shape[1], 16,
+    want = rank_configs(aggregation_pattern(g.adj), 4, [g.features.shape[1], 16,
                                                          g.num_classes],
                         load_calibration(cal_env["SPGNN_CALIBRATION"]),
                         configs=candidate_configs(4, ("15d-aware",)))

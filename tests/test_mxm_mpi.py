@@ -1,6 +1,6 @@
 """Distributed mxm under real mpiexec: 1d at 1, 2, 3, 4, 8 ranks, 2D Sparse SUMMA at 1 and 4,
 the non-square-grid error at 2, 3, 8 (tests/mpi/mxm_checks.py: results against a dense
-reference, ledger bytes against spgnn.planner.plan_mxm)."""
+reference, ledger bytes against spgnn.plan.events.plan_mxm)."""
 
 import os
 

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from spgnn.cli.auto import _aggregation_pattern
+from spgnn.plan.choose import aggregation_pattern
 from spgnn.io import load_graph
-from spgnn.perfmodel import Calibration, load_calibration, rank_configs
+from spgnn.plan.model import Calibration, load_calibration, rank_configs
 from spgnn.testing.mpi import mpi_test_marks, run_mpi
 
 pytestmark = mpi_test_marks()
@@ -36,7 +36,7 @@ def test_auto_trains_the_configuration_the_model_ranks_first(cal_file):
                     "--no-progress"], 4, env={"SPGNN_CALIBRATION": str(cal_file)})
     r = _last_json(proc)
     g = load_graph(GRAPH)
-    expect = rank_configs(_aggregation_pattern(g.adj), 4, [g.features.shape[1], 16,
+    expect = rank_configs(aggregation_pattern(g.adj), 4, [g.features.shape[1], 16,
                                                             g.num_classes], load_calibration(cal_file))
     assert [a["algorithm"] for a in r["auto"]] == [p.algorithm for p in expect[:3]]
     assert [a["seconds"] for a in r["auto"]] == pytest.approx([p.seconds for p in expect[:3]])
@@ -83,14 +83,14 @@ def test_auto_prices_permute_double_and_agg_blocks(cal_file):
     """``--permute double --agg-blocks 2`` with auto: 3d grids priced on the run's own P_r, P_c
     (drawn from --seed) and with the chunked all-reduces; the grid trained is the model's first."""
     from spgnn.partition import double_permutation
-    from spgnn.perfmodel import candidate_configs
+    from spgnn.plan.model import candidate_configs
 
     proc = run_mpi(["-m", "spgnn", "train", "--graph", GRAPH, "--epochs", "1", "--json",
                     "--no-progress", "--permute", "double", "--agg-blocks", "2", "--seed", "3"],
                    4, env={"SPGNN_CALIBRATION": str(cal_file)})
     r = _last_json(proc)
     g = load_graph(GRAPH)
-    a = _aggregation_pattern(g.adj)
+    a = aggregation_pattern(g.adj)
     dims, cal = [g.features.shape[1], 16, g.num_classes], load_calibration(cal_file)
     configs = candidate_configs(4, ("3d",))
     expect = rank_configs(a, 4, dims, cal, configs=configs, agg_blocks=2,
@@ -116,7 +116,7 @@ def test_plan_time_prices_permute_and_agg_blocks(cal_file):
     data = json.loads(out.stdout.strip().splitlines()[-1])
     ranking = data["timed"][0]["ranking"]
     g = load_graph("rmat:8")
-    expect = rank_configs(_aggregation_pattern(g.adj), 8, [32, 16, 4], load_calibration(cal_file),
+    expect = rank_configs(aggregation_pattern(g.adj), 8, [32, 16, 4], load_calibration(cal_file),
                           agg_blocks=3, permutation_for=lambda m: double_permutation(m, 2))
     assert [r["seconds"] for r in ranking] == pytest.approx([p.seconds for p in expect])
     assert {(r["permute"], r["agg_blocks"]) for r in ranking if r["algorithm"] == "3d"} == \

@@ -2,7 +2,7 @@
 
 Without ``--model``: α (latency) and β (seconds per byte) of a 2-rank
 ping-pong (``mpiexec -n 2 python -m spgnn calibrate``).  With ``--model``:
-fit :class:`spgnn.perfmodel.Calibration` and update ``--output`` (default
+fit :class:`spgnn.plan.model.Calibration` and update ``--output`` (default
 ``$SPGNN_CALIBRATION`` or ``~/.cache/spgnn/calibration.json``), where
 ``plan`` and ``train --algo auto`` read it, in two runs::
 
@@ -40,8 +40,8 @@ def add_parser(sub):
 
 
 def _run_model(args, comm):
-    from spgnn.benchmarks.perfmodel import calibrate, validate_compute
-    from spgnn.perfmodel import Calibration, default_calibration_path
+    from spgnn.plan.calibrate import calibrate, validate_compute
+    from spgnn.plan.model import Calibration, default_calibration_path
 
     from .plan import apply_node_arguments
 
@@ -93,7 +93,7 @@ def _run_model(args, comm):
 
 def run(args):
     from spgnn import Communicator
-    from spgnn.comm.calibrate import measure_alpha_beta
+    from spgnn.plan.calibrate import measure_alpha_beta
 
     comm = Communicator.world()
     if args.model:

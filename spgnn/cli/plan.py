@@ -1,6 +1,6 @@
 """``python -m spgnn plan``: exact bytes and an α–β time for SpMM algorithms at any rank count.
 
-Nothing is launched at those sizes: the planner (:mod:`spgnn.planner`)
+Nothing is launched at those sizes: the planner (:mod:`spgnn.plan.events`)
 replays each algorithm's communication on the partitioned graph.  Plans for
 configurations that fit in 8 ranks are tested equal to real ledgers.
 """
@@ -53,7 +53,7 @@ def add_parser(sub):
     p.add_argument("--time", action="store_true",
                    help="predict a GCN epoch's time for every configuration (1d, 1d-aware, "
                         "15d/15d-aware x c, 3d x grid) per rank count, ranked, with the "
-                        "performance model (spgnn.perfmodel)")
+                        "performance model (spgnn.plan.model)")
     p.add_argument("--dims", default=None,
                    help="with --time: layer widths D0,D1,...,DL (default FEAT,FEAT,FEAT)")
     p.add_argument("--calibration", default=None, metavar="FILE",
@@ -106,7 +106,7 @@ def apply_node_arguments(cal, args, what):
 
 def _alpha_beta(args):
     """User values, else a 2-rank ping-pong (here or through mpiexec), else documented defaults."""
-    from spgnn.comm.calibrate import DEFAULT_ALPHA, DEFAULT_BETA
+    from spgnn.plan.calibrate import DEFAULT_ALPHA, DEFAULT_BETA
 
     if args.alpha is not None and args.beta is not None:
         return args.alpha, args.beta, "given"
@@ -163,7 +163,7 @@ def _check_plan_args(args):
 def plan_all(args):
     """Every (ranks, algorithm) plan as dicts, plus the partitions used. Local."""
     from spgnn.io import load_adjacency
-    from spgnn.planner import best_grid_3d, plan_mxm, plan_spmm
+    from spgnn.plan.events import best_grid_3d, plan_mxm, plan_spmm
 
 
     _check_plan_args(args)
@@ -243,9 +243,9 @@ def _aggregation_rows(a, offsets, args):
 def time_all(args, adj, ordered):
     """Per rank count, every configuration's predicted epoch, fastest first. Local."""
     from spgnn.partition import double_permutation
-    from spgnn.perfmodel import load_calibration, rank_configs
+    from spgnn.plan.model import load_calibration, rank_configs
 
-    from .auto import _aggregation_pattern
+    from ..plan.choose import aggregation_pattern
 
     dims = _parse_list(args.dims, "dims", int) if args.dims else [args.feat] * 3
     if len(dims) < 2 or min(dims) < 1:
@@ -254,7 +254,7 @@ def time_all(args, adj, ordered):
         raise ValueError(f"plan: --agg-blocks must be >= 1, but got {args.agg_blocks}")
     cal = apply_node_arguments(load_calibration(args.calibration), args, "plan")
     # the GCN multiplies by Â (symmetrised, self-loops), in the partition's order
-    ahat = _aggregation_pattern(adj)
+    ahat = aggregation_pattern(adj)
 
     def offsets_for(blocks):
         perm, offsets, _ = ordered(blocks)

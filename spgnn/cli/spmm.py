@@ -83,7 +83,7 @@ def _choose(comm, args):
     """Replace ``--algo auto`` / ``--replication auto`` by the model's choice. Collective.
 
     Rank 0 loads the graph and ranks the configurations
-    (:func:`spgnn.cli.auto.choose_spmm`; ``--replication auto`` with a 1.5D
+    (:func:`spgnn.plan.choose.choose_spmm`; ``--replication auto`` with a 1.5D
     ``--algo``: that algorithm's c only; ``--grid`` with auto: 3d on it);
     every rank takes its choice.  Prints the top 3 on rank 0 (stderr).
     """
@@ -91,7 +91,7 @@ def _choose(comm, args):
 
     from spgnn.io import load_adjacency
 
-    from .auto import choose_spmm, describe
+    from ..plan.choose import choose_spmm, describe
 
     adj, err = None, None
     if comm.rank == 0:
@@ -176,7 +176,7 @@ def measure(comm, args):
     meta = comm.bcast_obj(meta, root=0, label="spmm:meta")
     grid3d = None
     if args.algo == "3d":
-        from spgnn.planner import best_grid_3d
+        from spgnn.plan.events import best_grid_3d
 
         grid3d = (parse_grid(args.grid, p, what="spmm: --grid") if args.grid else
                   best_grid_3d(meta["n"], p, [args.feat] * 3))

@@ -25,7 +25,7 @@ Algorithms (``algorithm=None`` picks from the layouts):
 
 Masks, ``accum`` and ``replace`` follow GraphBLAS (:func:`spgnn.core.algebra.write`);
 the mask is applied inside the local kernel, so masked-out entries are never
-formed.  Exact bytes of both algorithms: :func:`spgnn.planner.plan_mxm`.
+formed.  Exact bytes of both algorithms: :func:`spgnn.plan.events.plan_mxm`.
 
 Vectors are ``n x 1`` :class:`DistSparseMatrix` (a sparse vector: only its
 entries move): ``mxv(A, v) = mxm(A, v)`` and ``vxm(v, A) = mxm(Aᵀ, v)``

@@ -31,7 +31,7 @@ expressible as a :class:`~spgnn.layout.Layout` and moves the same number of
 elements when ``G_d`` divides the block's row count (no padding needed
 otherwise: the all-gather is an allgatherv).
 
-:func:`spgnn.planner.comm_volume_3d` is the §2.7 closed form of this
+:func:`spgnn.plan.events.comm_volume_3d` is the §2.7 closed form of this
 algorithm's communication (per rank, per epoch, ring collectives); the
 ledger of a real run matches its forward part exactly.
 """

@@ -3,7 +3,9 @@
 :data:`PARTS` and :data:`ALLOWED` are the rule table.  The module graph is
 read from the source with :mod:`ast` (every ``import`` statement, at module
 level and inside functions), never by importing anything, so it sees the
-lazy imports that defer mpi4py or numba as well.  ``tests/unit/test_architecture.py``
+lazy imports that defer mpi4py or numba as well.  The benchmark suites
+(``benchmarks/``, installed as ``spgnn._benchmarks``) are read too: they may
+import anything, and nothing may import them.  ``tests/unit/test_architecture.py``
 fails on a cycle between modules, an arrow the table does not allow, and
 mpi4py imported outside ``spgnn.comm``; docs/architecture.md shows the table
 as a diagram that this module generates::
@@ -32,6 +34,7 @@ __all__ = ["PARTS", "ALLOWED", "EVERY_PART_MAY_IMPORT", "MPI_PART", "Edge", "mod
 PARTS = (
     ("base", ("spgnn.errors", "spgnn.counter_rng", "spgnn.atomic"),
      "typed errors, SplitMix64, atomic file writes"),
+    ("timing", ("spgnn.bench",), "timing helpers: medians, slowest rank, the machine"),
     ("kernels", ("spgnn._kernels.*",), "Numba kernels, installed as spgnn._kernels"),
     ("layout", ("spgnn.layout",), "Layout, block_bounds"),
     ("local", ("spgnn.local.*",), "LocalCSR, semirings, output allocator"),
@@ -39,28 +42,31 @@ PARTS = (
     ("comm", ("spgnn.comm.*",), "Communicator, transports, ledger"),
     ("grid", ("spgnn.grid",), "ProcessGrid, grid shapes"),
     ("core", ("spgnn.core.*",), "distributed matrices, SpMM, matmul"),
-    ("plan", ("spgnn.planner", "spgnn.perfmodel"), "communication plans, cost models"),
     ("io", ("spgnn.io.*",), "Graph, loaders, datasets, generators, preprocessing"),
     ("interop", ("spgnn.interop.*",), "PyG, torch, networkx, scipy converters"),
     ("partition", ("spgnn.partition.*",), "partitioners"),
+    ("plan", ("spgnn.plan.*",), "communication plans, performance model, calibration, --algo auto"),
     ("sampling", ("spgnn.sampling.*",), "GraphSAGE / LADIES sampling"),
     ("algorithms", ("spgnn.algorithms",), "BFS, SSSP, PageRank, triangles on the operations"),
     ("checkpoint", ("spgnn.checkpoint",), "atomic training checkpoints"),
     ("gnn", ("spgnn.gnn.*",), "layers, models, training"),
-    ("face", ("spgnn", "spgnn.__main__", "spgnn.cli.*", "spgnn.bench", "spgnn.datasets",
-              "spgnn.benchmarks.*"), "public API, commands, timing, benchmarks"),
+    ("face", ("spgnn", "spgnn.__main__", "spgnn.cli.*", "spgnn.datasets"),
+     "public API, commands"),
     ("testing", ("spgnn.testing.*",), "test-only helpers"),
+    ("benchmarks", ("spgnn._benchmarks.*",),
+     "benchmark suites, installed as spgnn._benchmarks, run by name"),
 )
 
 #: Every part may import these (they import nothing from spgnn themselves).
 EVERY_PART_MAY_IMPORT = ("base",)
 
-_LIBRARY = ("base", "kernels", "layout", "local", "backends", "comm", "grid", "core", "plan",
-            "io", "interop", "partition", "sampling", "algorithms", "checkpoint", "gnn")
+_LIBRARY = ("base", "timing", "kernels", "layout", "local", "backends", "comm", "grid", "core",
+            "io", "interop", "partition", "plan", "sampling", "algorithms", "checkpoint", "gnn")
 
 #: Which parts a part may import, besides itself and :data:`EVERY_PART_MAY_IMPORT`.
 ALLOWED = {
     "base": (),
+    "timing": (),
     "kernels": (),                       # and not even base: kernels import nothing from spgnn
     "layout": (),
     "local": (),
@@ -68,10 +74,12 @@ ALLOWED = {
     "comm": ("local", "layout"),
     "grid": ("comm", "layout"),
     "core": ("grid", "layout", "local", "backends"),
-    "plan": ("grid", "layout", "comm"),
     "io": ("local",),
     "interop": ("io",),
     "partition": ("io", "layout", "kernels"),
+    # events and model: grid, layout, comm (the ledger's byte model); choose: partition (the
+    # run's partition is priced); calibrate: io, backends, local, timing (it times the kernels)
+    "plan": ("grid", "layout", "comm", "partition", "io", "backends", "local", "timing"),
     "sampling": ("core", "backends", "grid", "layout", "local"),
     "algorithms": ("core", "layout", "local"),
     "checkpoint": (),
@@ -79,6 +87,8 @@ ALLOWED = {
             "checkpoint"),
     "face": _LIBRARY,                    # anything but testing
     "testing": _LIBRARY,                 # anything but face
+    # the suites may import everything; nothing imports them (spgnn.cli.bench: by name)
+    "benchmarks": _LIBRARY + ("face", "testing"),
 }
 
 #: The only part that may import mpi4py.
@@ -115,10 +125,12 @@ def _repo_root():
 
 
 def module_files(root=None):
-    """``{module name: (path, is_package)}`` for spgnn and the kernels (``spgnn._kernels``)."""
+    """``{module name: (path, is_package)}`` for spgnn, the kernels (``spgnn._kernels``) and the
+    benchmark suites (``spgnn._benchmarks``)."""
     root = Path(root) if root is not None else _repo_root()
     out = {}
-    for folder, package in ((root / "spgnn", "spgnn"), (root / "kernels", "spgnn._kernels")):
+    for folder, package in ((root / "spgnn", "spgnn"), (root / "kernels", "spgnn._kernels"),
+                            (root / "benchmarks", "spgnn._benchmarks")):
         for path in sorted(folder.rglob("*.py")):
             parts = list(path.relative_to(folder).with_suffix("").parts)
             is_package = parts[-1] == "__init__"
@@ -250,7 +262,8 @@ def _source_name(pattern):
     """``spgnn.core.*`` -> ``core/``, ``spgnn._kernels.*`` -> ``kernels/``, ``spgnn`` -> ``__init__``."""
     if pattern == "spgnn":
         return "__init__"
-    name = pattern.replace("spgnn._kernels", "kernels").replace("spgnn.", "")
+    name = (pattern.replace("spgnn._kernels", "kernels").replace("spgnn._benchmarks", "benchmarks")
+            .replace("spgnn.", ""))
     return name[:-2] + "/" if name.endswith(".*") else name
 
 
@@ -263,11 +276,12 @@ def _label(part):
 def render_rules():
     """The rule table as Markdown: a Mermaid ``flowchart`` and the same rules as a table."""
     lines = ["```mermaid", "flowchart TB"]
-    lines += [f"    {_label(p)}" for p in ("face", "testing")]
+    lines += [f"    {_label(p)}" for p in ("benchmarks", "face", "testing")]
     lines.append('    subgraph library ["library (face and testing may import all of it)"]')
     lines += [f"        {_label(p)}" for p in reversed(_LIBRARY)]
     lines.append("    end")
-    lines += ["    face --> library", "    testing --> library"]
+    lines += ["    benchmarks --> face", "    benchmarks --> testing", "    benchmarks --> library",
+              "    face --> library", "    testing --> library"]
     for part in reversed(_LIBRARY):
         lines += [f"    {part} --> {other}" for other in ALLOWED[part]]
     lines += ["```", "",
@@ -279,6 +293,8 @@ def render_rules():
     for part, patterns, _ in PARTS:
         if part == "kernels":
             may = "nothing from spgnn"
+        elif part == "benchmarks":
+            may = "everything (library, face, testing); nothing imports it"
         elif part in ("face", "testing"):
             may = "every library part (not " + ("testing" if part == "face" else "face") + ")"
         else:

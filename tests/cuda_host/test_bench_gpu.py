@@ -1,4 +1,4 @@
-"""benchmarks/bench_gpu.py: a clear exit without a GPU, and its whole harness in a CPU dry run.
+"""benchmarks/gpu.py (``python -m spgnn bench gpu``): a clear exit without a GPU, and its whole harness in a CPU dry run.
 
 The dry run (``--dry-run``) runs every part (SpMM/SDDMM vs cuSPARSE and
 torch, SpGEMM vs cuSPARSE, a GCN epoch vs PyG) with the cupy backend
@@ -14,15 +14,14 @@ import pytest
 
 from spgnn.backends.cupy_backend import CupyBackend
 
-BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks",
-                     "bench_gpu.py")
+BENCH = ["-m", "spgnn", "bench", "gpu"]
 TINY = ["--n", "24", "--deg", "2", "--f", "4", "--spgemm-n", "24", "--spgemm-deg", "2",
         "--gcn-n", "30", "--gcn-deg", "3", "--gcn-f", "6", "--hidden", "4", "--classes", "3",
         "--epochs", "1", "--reps", "1", "--warmup", "0"]
 
 
 def _run(args):
-    return subprocess.run([sys.executable, BENCH, *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, *BENCH, *args], capture_output=True, text=True,
                           timeout=600)
 
 

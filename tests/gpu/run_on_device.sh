@@ -6,7 +6,7 @@
 # checks (host build, sanitizers, NVRTC); 3. compute-sanitizer memcheck,
 # racecheck and synccheck over the device suite when the tool is installed
 # (pip install 'nvidia-cuda-sanitizer-api==13.*' or a CUDA toolkit);
-# 4. benchmarks/bench_gpu.py.  Logs go to the results directory.
+# 4. benchmarks/gpu.py.  Logs go to the results directory.
 set -u
 out=${1:-gpu-results}
 mkdir -p "$out"
@@ -26,6 +26,6 @@ if [ -n "$cs" ]; then
 else
     echo "compute-sanitizer not found: memcheck/racecheck/synccheck NOT run" | tee "$out/sanitizer_missing.txt"
 fi
-python benchmarks/bench_gpu.py --out "$out/bench_gpu.json" > "$out/bench_gpu.txt" 2>&1 || status=1
+python -m spgnn bench gpu --out "$out/bench_gpu.json" > "$out/bench_gpu.txt" 2>&1 || status=1
 echo "exit $status; logs in $out"
 exit $status

@@ -93,9 +93,9 @@ def check_gcn_losses(comm, case, reference=None):
 
 
 def check_planned_3d_events(comm, graph, grid, dims, permute, blocks):
-    """One epoch's ledger on every rank equals :func:`spgnn.planner.plan_gcn_3d`'s events for
+    """One epoch's ledger on every rank equals :func:`spgnn.plan.events.plan_gcn_3d`'s events for
     this rank (op, label, axis, bytes sent and received, messages, in order). Collective."""
-    from spgnn.planner import plan_gcn_3d
+    from spgnn.plan.events import plan_gcn_3d
 
     dg = DistGraph.from_graph(graph if comm.rank == 0 else None, comm,
                               Plexus3D(grid=grid, permute=permute, agg_blocks=blocks),

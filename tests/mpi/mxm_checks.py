@@ -4,7 +4,7 @@
 ``summa`` algorithm (masks structural/value, complemented, accum and
 replace), compares the result with a dense numpy reference on every rank,
 and compares the ledger of the first and second multiply with
-:func:`spgnn.planner.plan_mxm` byte for byte.  Assertions are collective.
+:func:`spgnn.plan.events.plan_mxm` byte for byte.  Assertions are collective.
 
 Run under MPI: ``mpiexec -n P python tests/mpi/mxm_checks.py [--examples N]
 [--backend numba]``; Hypothesis is derandomized so every rank draws the
@@ -18,7 +18,7 @@ from spgnn import DistSparseMatrix, Layout, ProcessGrid
 from spgnn.core.mxm import mxm
 from spgnn.errors import GridError
 from spgnn.local.ops import Mask
-from spgnn.planner import plan_mxm
+from spgnn.plan.events import plan_mxm
 from spgnn.testing.asserts import collective_assert
 from spgnn.testing.strategies_dist import random_sparse, splits_for
 

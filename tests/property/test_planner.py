@@ -6,7 +6,7 @@ from hypothesis import given, strategies as st
 from spgnn import DistDenseMatrix, DistSparseMatrix, Layout, ProcessGrid, run_loopback, spmm
 from spgnn.core.spmm_15d import layouts_15d
 from spgnn.core.spmm_3d import layouts_3d
-from spgnn.planner import plan_spmm
+from spgnn.plan.events import plan_spmm
 from spgnn.testing.strategies_dist import random_sparse, splits_for
 
 

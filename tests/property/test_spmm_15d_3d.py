@@ -26,7 +26,7 @@ from spgnn.core.spmm import SPMM_ALGORITHMS
 from spgnn.core.spmm_15d import layouts_15d
 from spgnn.core.spmm_3d import layouts_3d
 from spgnn.grid import roles_for_layer, rotate
-from spgnn.planner import comm_terms_3d, comm_volume_3d
+from spgnn.plan.events import comm_terms_3d, comm_volume_3d
 from spgnn.testing.strategies_dist import random_sparse
 
 HERE = Path(__file__).resolve().parents[1]

@@ -1,12 +1,6 @@
-"""``benchmarks/bench_hec.py``: the push-cap rule and the tables, on made-up records (no runs)."""
+"""``benchmarks/hec.py`` (``python -m spgnn bench hec``): the push-cap rule and the tables, on made-up records (no runs)."""
 
-import importlib.util
-
-from spgnn.testing.data import REPO_ROOT
-
-_spec = importlib.util.spec_from_file_location("bench_hec", REPO_ROOT / "benchmarks" / "bench_hec.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+from spgnn._benchmarks import hec as bench
 
 
 def _off(P=8, M=4, h=1000, f=100, hidden=10):

@@ -1,4 +1,4 @@
-"""``benchmarks/bench_kernels.py --quick --json`` runs and reports the documented structure.
+"""``python -m spgnn bench kernels --quick --json`` runs and reports the documented structure.
 
 Structure only: timings are never asserted (a shared 2-core machine makes
 them noise at this size); correctness flags computed by the benchmark
@@ -15,7 +15,8 @@ import pytest
 
 from spgnn.testing.data import REPO_ROOT
 
-SCRIPT = REPO_ROOT / "benchmarks" / "bench_kernels.py"
+#: The command of the kernels suite (benchmarks/kernels.py).
+SCRIPT = ["-m", "spgnn", "bench", "kernels"]
 
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba not installed"),
@@ -30,7 +31,7 @@ pytestmark = [
 def report():
     env = dict(os.environ)
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--json", "--threads", "1",
+        [sys.executable, *SCRIPT, "--quick", "--json", "--threads", "1",
          "--graphs", "rmat:8", "--sample-rows", "64"],
         capture_output=True, text=True, timeout=600, env=env, cwd=str(REPO_ROOT))
     assert proc.returncode == 0, proc.stderr[-2000:]

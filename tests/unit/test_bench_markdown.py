@@ -1,4 +1,4 @@
-"""``benchmarks/bench_kernels.py --markdown REPORT`` renders a saved report (no timing, no extras)."""
+"""``python -m spgnn bench kernels --markdown REPORT`` renders a saved report (no timing, no extras)."""
 
 import json
 import subprocess
@@ -6,7 +6,8 @@ import sys
 
 from spgnn.testing.data import REPO_ROOT
 
-SCRIPT = REPO_ROOT / "benchmarks" / "bench_kernels.py"
+#: The command of the kernels suite (benchmarks/kernels.py).
+SCRIPT = ["-m", "spgnn", "bench", "kernels"]
 
 
 def _report():
@@ -31,7 +32,7 @@ def _report():
 def test_markdown_tables_from_a_saved_report(tmp_path):
     path = tmp_path / "report.json"
     path.write_text(json.dumps(_report()))
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--markdown", str(path)],
+    proc = subprocess.run([sys.executable, *SCRIPT, "--markdown", str(path)],
                           capture_output=True, text=True, timeout=120, cwd=str(REPO_ROOT))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -55,7 +56,7 @@ def test_targets_table_names_the_worst_case_and_every_miss(tmp_path):
     ]
     path = tmp_path / "report.json"
     path.write_text(json.dumps(report))
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--markdown", str(path)],
+    proc = subprocess.run([sys.executable, *SCRIPT, "--markdown", str(path)],
                           capture_output=True, text=True, timeout=120, cwd=str(REPO_ROOT))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -82,16 +83,13 @@ def _run(*spmm, correct=True):
 
 
 def _bench_module():
-    """benchmarks/bench_kernels.py as a module; importing it sets thread variables in
-    ``os.environ`` for the libraries it times, which must not leak into other tests."""
-    import importlib.util
+    """The kernels suite (``spgnn._benchmarks.kernels``); importing it may set thread variables
+    in ``os.environ`` for the libraries it times, which must not leak into other tests."""
+    import importlib
     import os
     from unittest import mock
-    spec = importlib.util.spec_from_file_location("bench_kernels", SCRIPT)
-    bench = importlib.util.module_from_spec(spec)
     with mock.patch.dict(os.environ):
-        spec.loader.exec_module(bench)
-    return bench
+        return importlib.import_module("spgnn._benchmarks.kernels")
 
 
 def test_combined_cases_are_medians_of_the_runs_own_values():
@@ -127,7 +125,7 @@ def test_markdown_of_several_reports_combines_them(tmp_path):
         paths.append(tmp_path / f"r{i}.json")
         paths[-1].write_text(json.dumps(run))
     out = tmp_path / "combined.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--markdown", *map(str, paths),
+    proc = subprocess.run([sys.executable, *SCRIPT, "--markdown", *map(str, paths),
                            "--out", str(out)],
                           capture_output=True, text=True, timeout=120, cwd=str(REPO_ROOT))
     assert proc.returncode == 0, proc.stderr
@@ -147,7 +145,7 @@ def test_docs_tables_are_the_committed_runs_combined():
     targets tables appears in the docs verbatim."""
     runs = sorted((REPO_ROOT / "docs" / "results" / "kernels-2026-11-24").glob("run*.json"))
     assert len(runs) == 5
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--markdown", *map(str, runs)],
+    proc = subprocess.run([sys.executable, *SCRIPT, "--markdown", *map(str, runs)],
                           capture_output=True, text=True, timeout=120, cwd=str(REPO_ROOT))
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines()

@@ -1,6 +1,6 @@
 """The validation benchmark's arithmetic (no timing): the ranking summary and the record file.
 
-``benchmarks/bench_perfmodel.py validate-ranking`` reports Spearman's rho, the
+``python -m spgnn bench perfmodel validate-ranking`` reports Spearman's rho, the
 model's and the measured best and the regret (the measured epoch of the
 model's pick over the fastest measured); these are checked on hand-made rows.
 """
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from spgnn.benchmarks.perfmodel import _append, _ranking_summary, spearman, table_markdown
+from spgnn._benchmarks.perfmodel import _append, _ranking_summary, spearman, table_markdown
 
 
 def _row(config, measured, predicted, comm_m=1.0, comm_p=1.0):

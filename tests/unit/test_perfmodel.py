@@ -11,7 +11,7 @@ from spgnn import run_loopback
 from spgnn.errors import CalibrationError, GridError
 from spgnn.gnn import GCN, Adam, DistGraph, Trainer, placement_for
 from spgnn.io import Graph, sbm
-from spgnn.perfmodel import (DEFAULT_CALIBRATION, FORMAT, Calibration, candidate_configs,
+from spgnn.plan.model import (DEFAULT_CALIBRATION, FORMAT, Calibration, candidate_configs,
                              fit_comm, fit_gemm, fit_spmm, kind_of, load_calibration,
                              local_work, predict_epoch, rank_configs)
 from spgnn.testing.gnn_reference import normalize_adjacency
@@ -102,7 +102,7 @@ def test_time_structure():
 
 def test_3d_bytes_are_the_planned_epoch():
     """3d's steps carry plan_gcn_3d's events (tested equal to the ledger), summed per rank."""
-    from spgnn.planner import plan_gcn_3d
+    from spgnn.plan.events import plan_gcn_3d
 
     a = normalize_adjacency(_graph(64).adj)
     for grid in ((2, 2, 2), (1, 2, 4), (4, 2, 1)):

@@ -5,7 +5,7 @@
   arithmetic: the same bytes per rank, each aggregation all-reduce's messages K times (by
   hand, when every chunk is non-empty), and the SpMM charged K - 1 more call overheads.
 * ``permutation``: the slowest rank's SpMM is priced on the double-permuted shards, the
-  ones :func:`~spgnn.planner.nnz_per_rank_3d` counts (tested equal to a run's shards).
+  ones :func:`~spgnn.plan.events.nnz_per_rank_3d` counts (tested equal to a run's shards).
 * ``rank_configs`` prices the options on the 3d candidates only.
 """
 
@@ -17,8 +17,8 @@ import scipy.sparse as sp
 
 from spgnn.io import sbm
 from spgnn.partition import double_permutation
-from spgnn.perfmodel import Calibration, candidate_configs, predict_epoch, rank_configs
-from spgnn.planner import nnz_per_rank_3d, plan_gcn_3d
+from spgnn.plan.model import Calibration, candidate_configs, predict_epoch, rank_configs
+from spgnn.plan.events import nnz_per_rank_3d, plan_gcn_3d
 from spgnn.testing.gnn_reference import normalize_adjacency
 
 CAL = Calibration(comm={"default": (1e-6, 1e-9), "allreduce": (3e-6, 2e-9)},

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from spgnn.errors import CalibrationError
-from spgnn.perfmodel import FORMAT, FORMATS, Calibration, axis_groups, predict_epoch
+from spgnn.plan.model import FORMAT, FORMATS, Calibration, axis_groups, predict_epoch
 
 INTRA, INTER = (1e-6, 1e-9), (1e-5, 1e-8)
 CAL = Calibration(comm={"default": INTRA}, spmm=(1e-5, 2e-9, 3e-9, 4e-10, 1e-10),

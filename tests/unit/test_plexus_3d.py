@@ -146,7 +146,7 @@ def test_row_chunks_cover_the_block():
 def test_planned_nnz_per_rank_equals_the_trained_shards(permute):
     """nnz_per_rank_3d (the planner) against every rank's real shard, layer by layer."""
     from spgnn.partition import double_permutation
-    from spgnn.planner import nnz_per_rank_3d
+    from spgnn.plan.events import nnz_per_rank_3d
     from spgnn.io.preprocess import normalized_adjacency
 
     g = _graph(n=37)
@@ -191,7 +191,7 @@ def test_planned_3d_epoch_equals_the_ledger(grid, f, hidden, layers, bias, order
     With blocked aggregation (``agg_blocks``: one all-reduce per row chunk, messages up to K
     times) and the double permutation (which moves no byte: 3D's all-reduces are dense).
     """
-    from spgnn.planner import plan_gcn_3d
+    from spgnn.plan.events import plan_gcn_3d
 
     n = 37
     adj, x, y = sbm(n, 3, avg_degree=4, num_features=f, seed=0)

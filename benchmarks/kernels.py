@@ -17,15 +17,13 @@ Run (the numbers in ``docs/performance.md``, section "Local kernels")::
     python -m spgnn bench kernels --quick --plot kernels.png   # < 1 min subset
     python -m spgnn bench kernels --graph cora --graph ego-facebook --json
 
-(``python benchmarks/bench_kernels.py ARGS`` is the same command.)
-
 Independent runs saved with ``--out`` are combined by ``--markdown r1.json
 r2.json r3.json``: each case the median over the runs, and the targets table
 also says how many runs met each target (:func:`combine_reports`).
 
 Needs ``pip install python-graphblas suitesparse-graphblas torch==2.13.0``
 (the ``bench`` extra); a missing one is reported and skipped.  Real graphs
-are dataset names (the dataset cache; ``benchmarks/bench_kernels.py`` points
+are dataset names (the dataset cache; ``python -m spgnn bench`` points
 ``SPGNN_DATA`` at the shared data folder).
 """
 
@@ -51,7 +49,7 @@ import scipy.sparse as sp
 
 from spgnn.io import load_graph
 
-from .common import Case, save_bar_figure, thread_env  # noqa: F401
+from ._common import Case, save_bar_figure, thread_env  # noqa: F401
 
 GATHER_MODEL = ("bytes = nnz*(4*f + 8) + m*f*4: per stored nonzero one int32 column index, "
                 "one float32 value and one f-float row of X gathered; Y written once. "

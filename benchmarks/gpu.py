@@ -4,7 +4,7 @@ Needs CuPy and a usable device; torch with CUDA and torch_geometric are
 optional (their columns are left out, saying why).  Without a device it
 exits 2 with the reason.  Writes JSON rows (and ``--out FILE``)::
 
-    python benchmarks/bench_gpu.py [--n 200000] [--deg 16] [--f 16 64 256]
+    python -m spgnn bench gpu [--n 200000] [--deg 16] [--f 16 64 256]
         [--spgemm-n 100000 --spgemm-deg 8] [--gcn-n 100000 --gcn-deg 16 --gcn-f 128
         --hidden 16 --classes 16] [--only spmm,spgemm,gcn] [--out FILE]
 
@@ -20,7 +20,7 @@ Parts:
     the nnz of both; transposition vs ``cupyx`` ``.T.tocsr()``.
 ``gcn``
     One training epoch (forward, loss, backward, Adam) of the 2-layer GCN of
-    :mod:`spgnn.benchmarks.gcn_pyg` (dropout 0.5 on the input and hidden
+    :mod:`spgnn._benchmarks.gcn_pyg` (dropout 0.5 on the input and hidden
     layer, Adam lr 0.01, weight decay 5e-4 on layer 1) on an SBM graph:
     spgnn with ``--backend cupy`` on one rank (node data on the device,
     parameters on the host) vs PyG's ``GCNConv`` on the same device
@@ -187,7 +187,7 @@ def _gcn_graph(args):
 
 def spgnn_gcn_epoch(dev, args, adj, x, y, mask):
     """Median seconds per epoch of spgnn's GCN on the cupy backend, one rank (no MPI)."""
-    from spgnn.benchmarks.gcn_pyg import DROPOUT, LR, WEIGHT_DECAY
+    from .gcn_pyg import DROPOUT, LR, WEIGHT_DECAY
     from spgnn.comm.loopback import solo_communicator
     from spgnn.gnn import GCN, Adam, DistGraph, Trainer
     from spgnn.io import Graph
@@ -227,7 +227,7 @@ def pyg_gcn_epoch(dev, args, adj, x, y, mask, adjacency):
     import numpy as np
     import scipy.sparse as sp
 
-    from spgnn.benchmarks.gcn_pyg import DROPOUT, LR, WEIGHT_DECAY
+    from .gcn_pyg import DROPOUT, LR, WEIGHT_DECAY
 
     d = dev.torch_device
     torch.manual_seed(0)

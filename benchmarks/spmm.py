@@ -3,8 +3,6 @@
     mpiexec -n 2 python -m spgnn bench spmm --graph rmat:14 --feat 64 --plot spmm.png
     mpiexec -n 8 python -m spgnn bench spmm --graph ego-twitter --partition metis --json
 
-(``mpiexec -n 2 python benchmarks/bench_spmm_dist.py ARGS`` is the same command.)
-
 Each algorithm runs as ``python -m spgnn spmm`` would (same preparation,
 same timing rule: slowest rank, median of ``--repeat``), checked against
 scipy.  Bytes are exact at any rank count; times mean something only with no
@@ -20,7 +18,7 @@ from spgnn.cli.spmm import measure
 from spgnn.core.spmm import DISTRIBUTED_ALGORITHMS
 from spgnn.partition import PARTITIONERS
 
-from .common import Case, save_bar_figure
+from ._common import Case, save_bar_figure
 
 
 def main(argv=None):

@@ -1,17 +1,17 @@
 """One GCN training epoch: spgnn against PyTorch Geometric, single process, on CPU.
 
-    python -m spgnn bench gcn --threads 2                  # = python benchmarks/bench_gcn.py
+    python -m spgnn bench gcn --threads 2
     python -m spgnn bench gcn --graphs cora --hidden 16 --repeat 20 --json --plot gcn.png
     python -m spgnn bench gcn --graph ego-facebook --features degree --labels random:4
 
 For every graph (Cora with its Planetoid split, musae_facebook with a
 stratified 60/20/20 split, an R-MAT graph of about 1M undirected edges) and
 hidden size (16, 256) it times the same 2-layer GCN (the model of
-:mod:`spgnn.benchmarks.gcn_pyg`: input dropout 0.5, ``GCNConv`` with bias, ReLU,
+:mod:`spgnn._benchmarks.gcn_pyg`: input dropout 0.5, ``GCNConv`` with bias, ReLU,
 dropout 0.5, ``GCNConv`` with bias, cross-entropy on the train mask, Adam
 lr 0.01 with weight decay 5e-4 on the first layer) as
 
-* ``pyg-edge_index`` and ``pyg-sparse``: :func:`spgnn.benchmarks.gcn_pyg.pyg_epoch_seconds`
+* ``pyg-edge_index`` and ``pyg-sparse``: :func:`spgnn._benchmarks.gcn_pyg.pyg_epoch_seconds`
   (PyG's ``GCNConv`` fed an ``edge_index`` or a ``torch.sparse_csr``
   adjacency; "PyG best" is the faster);
 * ``spgnn``: :func:`spgnn_epoch_seconds`, ``spgnn.gnn``'s ``GCN`` and
@@ -37,8 +37,8 @@ import numpy as np
 
 from spgnn.bench import machine
 
-from .common import Case as PlotCase, save_bar_figure, write_record
-from .common import thread_env as _thread_env
+from ._common import Case as PlotCase, save_bar_figure, write_record
+from ._common import thread_env as _thread_env
 from .gcn_pyg import (DROPOUT, GRAPHS, HIDDEN, LR, WEIGHT_DECAY, _check_inputs, load_case,
                       pyg_epoch_seconds)
 
@@ -74,7 +74,7 @@ def spgnn_epoch_seconds(adj, features, labels, train_mask, hidden, threads, repe
         when they are sparse.
     labels, train_mask : ndarray (n,)
     hidden, threads, repeat, warmup : int
-        As :func:`spgnn.benchmarks.gcn_pyg.pyg_epoch_seconds`.
+        As :func:`spgnn._benchmarks.gcn_pyg.pyg_epoch_seconds`.
     input_dropout : bool
         Dropout on the input features (the model's first layer).
 

@@ -1,7 +1,7 @@
 """``--algo auto``: the configuration the performance model ranks first, agreed by every rank.
 
 Rank 0 (which holds the graph) ranks every candidate with
-:func:`spgnn.perfmodel.rank_configs` (1d, 1d-aware, 15d / 15d-aware with c
+:func:`spgnn.plan.model.rank_configs` (1d, 1d-aware, 15d / 15d-aware with c
 up to 8, 3d on every grid shape; only 3d shapes when ``--grid`` is given)
 on the partition the run will use (3d: with the run's ``--permute`` and
 ``--agg-blocks``), then broadcasts its choice: the ranks never compute it
@@ -13,12 +13,14 @@ separately.  The calibration is
 import numpy as np
 import scipy.sparse as sp
 
-from spgnn.grid import parse_grid
+from ..grid import parse_grid
+from ..partition import double_permutation, partition_graph, permute
+from .model import candidate_configs, load_calibration, rank_configs, rank_spmm_configs
 
-__all__ = ["choose", "choose_spmm", "describe"]
+__all__ = ["choose", "choose_spmm", "describe", "aggregation_pattern"]
 
 
-def _aggregation_pattern(adj):
+def aggregation_pattern(adj):
     """The nonzeros of the GCN's Â: the symmetrised graph with self-loops."""
     a = sp.csr_array(adj, dtype=np.float32)
     a = ((a + a.T) != 0).astype(np.float32)
@@ -28,8 +30,6 @@ def _aggregation_pattern(adj):
 
 def _offsets_for(a, pattern, partition, seed):
     """``offsets_for(blocks)``: ``a`` permuted by ``partition`` of ``pattern`` into that many blocks."""
-    from spgnn.partition import partition_graph, permute
-
     cache = {}
 
     def offsets_for(blocks):
@@ -45,18 +45,13 @@ def _offsets_for(a, pattern, partition, seed):
 
 
 def _configs(p, grid, algorithms):
-    from spgnn.perfmodel import candidate_configs
-
     return ([("3d", 1, tuple(grid))] if grid else
             candidate_configs(p, algorithms) if algorithms else candidate_configs(p))
 
 
 def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms, permute="none",
                   agg_blocks=1):
-    from spgnn.partition import double_permutation
-    from spgnn.perfmodel import load_calibration, rank_configs
-
-    a = _aggregation_pattern(graph.adj)
+    a = aggregation_pattern(graph.adj)
     pattern = sp.csr_array(a - sp.eye_array(a.shape[0], format="csr") != 0, dtype=np.float32)
     # --permute double: the P_r, P_c the run draws (DistGraph: after the partition, from the
     # seed), so 3d is priced on the very shards it will multiply
@@ -105,11 +100,9 @@ def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorit
 
     ``adj`` (rank 0 only) is the matrix as ``spgnn spmm`` multiplies it,
     partitioned like it (``partition`` of ``adj`` itself); the ranking is
-    :func:`spgnn.perfmodel.rank_spmm_configs`.  Returns what :func:`choose`
+    :func:`spgnn.plan.model.rank_spmm_configs`.  Returns what :func:`choose`
     returns.
     """
-    from spgnn.perfmodel import load_calibration, rank_spmm_configs
-
     g = parse_grid(grid, comm.size, ndim=3, what="spmm: --grid") if grid else None
 
     def compute():

@@ -1,13 +1,15 @@
-"""Measure the performance model's kernels, fit it, and validate it on held-out shapes and runs.
+"""Validate the performance model (:mod:`spgnn.plan.model`) on held-out shapes and whole runs.
 
-* :func:`measure_spmm` / :func:`measure_gemm`: median seconds of the local
-  kernels (through the backend, as training runs them) over a list of shapes;
-* :func:`calibrate`: fit :class:`spgnn.perfmodel.Calibration` on the
-  *fitting* shapes (R-MAT graphs, a grid of GEMM shapes) in one process, or
-  the collectives (:func:`spgnn.comm.calibrate.measure_collectives`) with
-  two ranks or more;
-* :func:`validate_compute`: predicted vs measured on *held-out* shapes
-  (real graphs, other GEMM shapes), median relative error.
+The fit and the held-out kernel check are :mod:`spgnn.plan.calibrate`'s
+(``spgnn calibrate --model [--validate]``); this suite adds what takes
+whole training epochs or many ranks:
+
+* :func:`measure_epochs`: every 2-rank configuration's GCN epoch, measured
+  and predicted;
+* :func:`validate_compute_fresh` / :func:`validate_ranking`: the one-command
+  validations that append to ``benchmarks/results/perfmodel.jsonl``;
+* :func:`extrapolation_table`: the model's top configurations at 64-4096
+  ranks (nothing launched).
 
 Timings on a shared machine are noisy: every number is the median of
 ``reps`` runs after a warm-up.  Never used by unit tests.
@@ -19,126 +21,16 @@ import time
 
 import numpy as np
 
-from .common import median_seconds
+from spgnn.plan.calibrate import calibrate, measure_collectives, validate_compute
+from spgnn.plan.model import Calibration, fit_comm, load_calibration, predict_epoch, rank_configs
 
-__all__ = ["FIT_SPMM_GRAPHS", "FIT_FEATS", "FIT_GEMM", "HELDOUT_SPMM_GRAPHS", "HELDOUT_FEATS",
-           "HELDOUT_GEMM", "median_seconds", "measure_spmm", "measure_gemm", "calibrate",
-           "validate_compute"]
-
-#: Fitting set: R-MAT graphs (scale, edge factor) and feature widths.
-FIT_SPMM_GRAPHS = ("rmat:10:8", "rmat:12:4", "rmat:12:16", "rmat:14:8", "rmat:15:2")
-FIT_FEATS = (4, 16, 64, 128)
-#: GEMM (m, k, n): a grid of the tall-skinny products of a layer (n_r×D·D×D')
-#: and of its weight gradient (D×n_r·n_r×D').
-FIT_GEMM = tuple([(m, k, n) for m in (1000, 8000, 64000) for k in (8, 32, 128, 512)
-                  for n in (8, 32, 128, 512) if m * k * n <= 64000 * 128 * 128]
-                 + [(k, m, n) for m in (2000, 16000, 64000) for k in (8, 32, 128, 512)
-                    for n in (8, 32, 128) if m * k * n <= 64000 * 128 * 128])
-#: Held-out set: real graphs (dataset names) and other widths and shapes.
-HELDOUT_SPMM_GRAPHS = ("cora", "ego-facebook", "ca-astroph", "email-enron", "luxembourg-osm")
-HELDOUT_FEATS = (8, 32, 96)
-HELDOUT_GEMM = ((2708, 1433, 16), (2708, 16, 7), (16, 2708, 7), (4039, 32, 32),
-                (20000, 96, 24), (24, 20000, 96), (5000, 200, 50), (300, 300, 300),
-                (12000, 8, 128), (128, 12000, 8))
+from ._common import ROOT, THREAD_VARS
 
 
-def _load(spec):
-    from spgnn.io import load_adjacency
-    from spgnn.io.preprocess import normalized_adjacency as normalize_adjacency
-
-    adj, name = load_adjacency(spec)
-    return normalize_adjacency(adj).astype(np.float32), name
-
-
-def measure_spmm(specs, feats, backend=None, reps=5, log=None):
-    """``[(m, nnz, f, seconds, name), ...]`` of ``Â X`` for every graph spec and width. Local."""
-    from spgnn.backends import get_backend
-    from spgnn.local import LocalCSR
-
-    be = get_backend(backend)
-    out = []
-    for spec in specs:
-        a, name = _load(spec)
-        local = LocalCSR.from_scipy(a)
-        rng = np.random.default_rng(0)
-        for f in feats:
-            x = rng.standard_normal((a.shape[1], f)).astype(np.float32)
-            t = median_seconds(lambda: be.spmm(local, x, "plus_times"), reps)
-            out.append((a.shape[0], int(a.nnz), int(f), t, name))
-            if log:
-                log(f"spmm {name} n={a.shape[0]} nnz={a.nnz} f={f}: {t * 1e3:.3f} ms")
-    return out
-
-
-def measure_gemm(shapes, backend=None, reps=5, log=None):
-    """``[(m, k, n, seconds), ...]`` of the backend's float32 ``matmul``. Local."""
-    from spgnn.backends import get_backend
-
-    be = get_backend(backend)
-    rng = np.random.default_rng(0)
-    out = []
-    for m, k, n in shapes:
-        a = rng.standard_normal((m, k)).astype(np.float32)
-        b = rng.standard_normal((k, n)).astype(np.float32)
-        t = median_seconds(lambda: be.matmul(a, b), reps)
-        out.append((m, k, n, t))
-        if log:
-            log(f"gemm {m}x{k}x{n}: {t * 1e3:.3f} ms")
-    return out
-
-
-def calibrate(comm=None, backend=None, reps=5, log=None, previous=None):
-    """Measure and fit a :class:`~spgnn.perfmodel.Calibration`. Collective when ``comm`` is given.
-
-    One process (``comm`` None or of size 1): the compute kernels, keeping
-    ``previous``'s communication.  Two ranks or more: the collectives,
-    keeping ``previous``'s compute -- never both, because an MPI rank
-    waiting in a barrier spins on a core, and on a machine with few cores
-    the kernels measured beside it run in scheduler time slices (8 or 16 ms
-    each here).  Returns the calibration on rank 0, ``None`` elsewhere.
-    """
-    from spgnn.bench import machine
-    from spgnn.comm.calibrate import measure_collectives
-    from spgnn.perfmodel import DEFAULT_CALIBRATION, Calibration, fit_comm, fit_gemm, fit_spmm
-
-    base = previous if previous is not None else DEFAULT_CALIBRATION
-    meta = dict(base.meta)
-    meta.pop("source", None)
-    stamp = {"machine": machine(), "reps": reps,
-             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    if comm is not None and comm.size >= 2:
-        rows = measure_collectives(comm, reps=max(reps, 5))
-        if comm.rank != 0:
-            return None
-        meta["comm"] = {**stamp, "ranks": comm.size, "samples": rows}
-        return Calibration(fit_comm(rows), base.spmm, base.gemm, meta, base.gemm_table)
-    spmm_rows = measure_spmm(FIT_SPMM_GRAPHS, FIT_FEATS, backend, reps, log)
-    gemm_rows = measure_gemm(FIT_GEMM, backend, reps, log)
-    meta["compute"] = {**stamp, "backend": backend or "default",
-                       "spmm_samples": [r[:4] for r in spmm_rows]}
-    return Calibration(base.comm, fit_spmm([r[:4] for r in spmm_rows]), fit_gemm(gemm_rows),
-                       meta, tuple(gemm_rows))
-
-
-def _errors(pred, meas):
-    return [abs(p - m) / m for p, m in zip(pred, meas)]
-
-
-def validate_compute(cal, backend=None, reps=5, log=None):
-    """Predicted vs measured kernel times on the held-out shapes. Local.
-
-    Returns ``{"spmm": rows, "gemm": rows, "spmm_median_error": e,
-    "gemm_median_error": e}`` with rows ``[shape..., measured, predicted]``.
-    """
-    spmm = measure_spmm(HELDOUT_SPMM_GRAPHS, HELDOUT_FEATS, backend, reps, log)
-    gemm = measure_gemm(HELDOUT_GEMM, backend, reps, log)
-    spmm_rows = [(name, m, z, f, t, cal.spmm_seconds(m, z, f)) for m, z, f, t, name in spmm]
-    gemm_rows = [(m, k, n, t, cal.gemm_seconds(m, k, n)) for m, k, n, t in gemm]
-    return {"spmm": spmm_rows, "gemm": gemm_rows,
-            "spmm_median_error": statistics.median(_errors([r[5] for r in spmm_rows],
-                                                           [r[4] for r in spmm_rows])),
-            "gemm_median_error": statistics.median(_errors([r[4] for r in gemm_rows],
-                                                           [r[3] for r in gemm_rows]))}
+def thread_env(argv):
+    """One BLAS/OpenMP/Numba thread per process unless the environment says otherwise (the
+    committed calibration's setting; one rank per core)."""
+    return {v: os.environ.get(v, "1") for v in THREAD_VARS}
 
 
 # ------------------------------------------------------------------------- whole epochs
@@ -170,7 +62,6 @@ def measure_epochs(comm, spec, cal, *, feat=64, hidden=64, classes=8, epochs=7, 
     rows on rank 0.
     """
     from spgnn.gnn import GCN, Adam, DistGraph, Trainer, placement_for
-    from spgnn.perfmodel import predict_epoch
     from spgnn.io.preprocess import normalized_adjacency as normalize_adjacency
 
     graph = _epoch_graph(spec, feat, classes)
@@ -215,7 +106,6 @@ def extrapolation_table(spec, cal, ranks=(64, 256, 1024, 4096), dims=(128, 128, 
     """Top configurations per P on ``spec`` (planner + model, nothing launched). Local."""
     from spgnn.io import load_adjacency
     from spgnn.partition import partition_graph, permute
-    from spgnn.perfmodel import rank_configs
     from spgnn.io.preprocess import normalized_adjacency as normalize_adjacency
 
     adj, name = load_adjacency(spec)
@@ -229,7 +119,6 @@ def extrapolation_table(spec, cal, ranks=(64, 256, 1024, 4096), dims=(128, 128, 
         return cache[blocks]
 
     from spgnn.partition import double_permutation
-    from spgnn.perfmodel import predict_epoch
 
     out = []
     for p in ranks:
@@ -252,8 +141,7 @@ def extrapolation_table(spec, cal, ranks=(64, 256, 1024, 4096), dims=(128, 128, 
 
 
 #: Where ``validate-compute`` and ``validate-ranking`` append their records (one JSON per line).
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks",
-                       "results", "perfmodel.jsonl")
+RESULTS = str(ROOT / "benchmarks" / "results" / "perfmodel.jsonl")
 #: The load average above which a record is marked not quiet (2 cores here).
 QUIET_LOAD = 1.5
 
@@ -261,8 +149,6 @@ QUIET_LOAD = 1.5
 def _conditions():
     """Load average and thread settings, recorded with every validation (timings mean little
     without them)."""
-    from .common import THREAD_VARS
-
     return {"loadavg": [round(v, 2) for v in os.getloadavg()],
             "threads": {k: os.environ.get(k) for k in THREAD_VARS}}
 
@@ -299,8 +185,6 @@ def validate_ranking(comm, cal, graphs, reps=7, repeats=3):
     the *regret*: the measured epoch of the model's pick over the measured
     best (1.0: the model picked the fastest).  Returns the record on rank 0.
     """
-    from spgnn.comm.calibrate import measure_collectives
-    from spgnn.perfmodel import Calibration, fit_comm
 
     out = {"ranks": comm.size, "conditions": {"before": _conditions()}, "repeats": []}
     for _ in range(repeats):
@@ -386,7 +270,6 @@ def main(argv=None):
     import argparse
     import json
 
-    from spgnn.perfmodel import load_calibration
 
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("mode", choices=("compute", "epochs", "table", "validate-compute",
@@ -456,8 +339,6 @@ def main(argv=None):
     else:
         from spgnn import Communicator
 
-        from spgnn.comm.calibrate import measure_collectives
-        from spgnn.perfmodel import Calibration, fit_comm
 
         comm = Communicator.world()
         result["ranks"] = comm.size

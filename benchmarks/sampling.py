@@ -45,8 +45,6 @@ Usage::
                                    [--graph NAME ...] [--bulks 16,64] [--batches N] [--json]
                                    [--plot FILE]
 
-(``python benchmarks/bench_sampling.py ARGS`` is the same command.)
-
 PyG's ``NeighborLoader`` needs ``pyg-lib`` or ``torch-sparse``
 (benchmark-only; for torch 2.13: ``pip install --no-build-isolation
 torch-scatter==2.1.2 torch-sparse==0.6.18``); without them the script says
@@ -71,8 +69,8 @@ from spgnn.sampling import GraphSAGESampler, LocalGraph
 
 from spgnn.io import load_graph
 
-from .common import Case, save_bar_figure
-from .common import thread_env as _thread_env
+from ._common import Case, save_bar_figure
+from ._common import thread_env as _thread_env
 
 #: Short names of the default graphs; any dataset name, file or generator spec works too.
 GRAPHS = {"twitter": "ego-twitter", "slashdot": "soc-slashdot0902"}

@@ -1,7 +1,7 @@
 """Message-codec throughput against the STREAM triad, one thread, in one process.
 
-    python benchmarks/bench_codec.py                      # 100,000 x 128 float32 rows
-    python benchmarks/bench_codec.py --rows 20000 --width 512 --reps 9
+    python -m spgnn bench codec                      # 100,000 x 128 float32 rows
+    python -m spgnn bench codec --rows 20000 --width 512 --reps 9
 
 The codec's encode and decode (``kernels/numba/quant.py``) are streaming
 kernels, so their yardstick is the memory bandwidth: a Numba STREAM triad
@@ -35,8 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ._common import ROOT
 
 OUT = ROOT / "benchmarks" / "results" / "codec.jsonl"
 
@@ -117,7 +116,7 @@ def main(argv=None):
                        width=F, threads=1,
                        reps=reps, timer="thread_time", loadavg=load,
                        triad_gbs=tri, triad_wall_gbs=rate(triad_bytes, t_wall),
-                       command="python benchmarks/bench_codec.py " + " ".join(argv or sys.argv[1:]))
+                       command="python -m spgnn bench codec " + " ".join(argv if argv is not None else sys.argv[1:]))
             for k, (cpu, wall) in res.items():
                 row[f"{k}_gbs"] = rate(moved, cpu)
                 row[f"{k}_wall_gbs"] = rate(moved, wall)

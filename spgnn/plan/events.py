@@ -18,10 +18,10 @@ from fractions import Fraction
 import numpy as np
 import scipy.sparse as sp
 
-from .comm.stats import block_size, model_allgather, model_allreduce, model_alltoallv
-from .errors import DimensionMismatch, GridError
-from .grid import AXES_3D, AbstractGrid, roles_for_layer, shapes_3d
-from .layout import block_bounds, block_offsets, row_chunk_offsets
+from ..comm.stats import block_size, model_allgather, model_allreduce, model_alltoallv
+from ..errors import DimensionMismatch, GridError
+from ..grid import AXES_3D, AbstractGrid, roles_for_layer, shapes_3d
+from ..layout import block_bounds, block_offsets, row_chunk_offsets
 
 __all__ = ["PlannedEvent", "SpmmPlan", "plan_spmm", "PLANNERS", "pair_rows", "best_grid_3d",
            "comm_terms_3d", "comm_volume_3d", "plan_mxm", "MXM_PLANNERS", "nnz_per_rank_3d",

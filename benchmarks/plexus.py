@@ -1,12 +1,12 @@
 """Plexus's 3D optimisations measured: nnz balance of the double permutation, memory of blocked aggregation.
 
-``python benchmarks/bench_plexus.py imbalance``: for real graphs and 8-64
+``python -m spgnn bench plexus imbalance``: for real graphs and 8-64
 ranks, max/mean nnz per rank of the Â shards 3D training multiplies by
-(:func:`spgnn.planner.nnz_per_rank_3d`, the worst of the layers), with the
+(:func:`spgnn.plan.events.nnz_per_rank_3d`, the worst of the layers), with the
 input order, with Plexus's single symmetric random permutation, and with
 the double permutation.  Nothing is launched: the shards are computed.
 
-``mpiexec -n 2 python benchmarks/bench_plexus.py memory``: the peak of the
+``mpiexec -n 2 python -m spgnn bench plexus memory``: the peak of the
 numpy allocations (``tracemalloc``) during one 3D aggregation
 ``spmm(Â, H)`` with its all-reduce, for several ``row_blocks``, with the
 ledger bytes and messages and the maximum absolute difference from the
@@ -44,7 +44,7 @@ def imbalance_rows(graphs=IMBALANCE_GRAPHS, ranks=IMBALANCE_RANKS, layers=3, see
     """``[{graph, n, nnz, ranks, grid, original, single, double}, ...]`` (max/mean nnz). Local."""
     from spgnn.grid import default_grid_3d
     from spgnn.partition import double_permutation
-    from spgnn.planner import nnz_imbalance_3d
+    from spgnn.plan.events import nnz_imbalance_3d
 
     out = []
     for spec in graphs:

@@ -1,11 +1,11 @@
 """Communication reduction of full-graph training (paper 004): bytes, accuracy, planner, codec speed.
 
-    python benchmarks/bench_comm_reduction.py accuracy --datasets citeseer --ranks 4 --seeds 3
-    python benchmarks/bench_comm_reduction.py accuracy --model sage-full --variants fp32+lp int2+lp
-    python benchmarks/bench_comm_reduction.py bytes --datasets citeseer facebook --ranks 4 8
-    python benchmarks/bench_comm_reduction.py planner --ranks 16 64 256
-    python benchmarks/bench_comm_reduction.py codec
-    python benchmarks/bench_comm_reduction.py plot          # docs/figures/comm_reduction.png
+    python -m spgnn bench comm_reduction accuracy --datasets citeseer --ranks 4 --seeds 3
+    python -m spgnn bench comm_reduction accuracy --model sage-full --variants fp32+lp int2+lp
+    python -m spgnn bench comm_reduction bytes --datasets citeseer facebook --ranks 4 8
+    python -m spgnn bench comm_reduction planner --ranks 16 64 256
+    python -m spgnn bench comm_reduction codec
+    python -m spgnn bench comm_reduction plot          # docs/figures/comm_reduction.png
 
 ``accuracy`` and ``bytes`` run the training command itself
 (``mpiexec -n P python -m spgnn train --graph ... --algo 1d-aware --partition metis
@@ -32,11 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from spgnn.testing.data import find_shared_data
+from spgnn.testing.mpi import SINGLE_THREAD_ENV, find_mpiexec
 
-from spgnn.testing.data import find_shared_data  # noqa: E402
-from spgnn.testing.mpi import SINGLE_THREAD_ENV, find_mpiexec  # noqa: E402
+from ._common import ROOT
 
 OUT = ROOT / "benchmarks" / "results" / "comm_reduction.jsonl"
 DATASETS = {
@@ -204,7 +203,7 @@ def cmd_exchange(args, data_dir):
                        hybrid_int2_vs_fp32=res["hybrid/none"] / res["hybrid/int2"],
                        hybrid_int2_node_vs_fp32=res["hybrid/none"] / res["hybrid/int2-node"],
                        bound_16F=16 * F / (F + 16),
-                       command=f"mpiexec -n {p} python benchmarks/bench_comm_reduction.py "
+                       command=f"mpiexec -n {p} python -m spgnn bench comm_reduction "
                                f"exchange --datasets {ds}")
 
 
@@ -246,7 +245,7 @@ def cmd_plot(args, data_dir):
     print(path)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("what", choices=("accuracy", "bytes", "exchange", "planner", "codec", "plot"))
     ap.add_argument("--datasets", nargs="+", default=["citeseer"])
@@ -258,7 +257,7 @@ def main():
     ap.add_argument("--model", default="gcn", help="train --model (gcn, or sage-full: paper "
                                                    "004's GraphSAGE-mean + LayerNorm)")
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[])
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     data_dir = find_shared_data() if args.what not in ("codec", "plot") else None
     globals()[f"cmd_{args.what}"](args, data_dir)
 

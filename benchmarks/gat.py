@@ -1,7 +1,7 @@
 """One GAT training epoch: spgnn's ``GAT`` against PyTorch Geometric's ``GATConv``, side by side.
 
-    python -m spgnn.benchmarks.gat --threads 2 --repeat 20            # Cora
-    python -m spgnn.benchmarks.gat --graph cora --heads 8 --hidden 8 --json
+    python -m spgnn bench gat --threads 2 --repeat 20            # Cora
+    python -m spgnn bench gat --graph cora --heads 8 --hidden 8 --json
 
 Both implementations train the same model (Veličković et al.'s Cora GAT, as
 PyG's ``examples/gat.py``) in one process, float32, on CPU, with the same

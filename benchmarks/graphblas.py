@@ -21,7 +21,7 @@ spgnn is timed at three levels:
 
 Masked SpGEMM is ``C<A.S> = A (+.x) A``.  Usage::
 
-    python benchmarks/bench_graphblas.py [--graphs slashdot,twitter,luxembourg] [--threads 2] \
+    python -m spgnn bench graphblas [--graphs slashdot,twitter,luxembourg] [--threads 2] \
         [--reps 5] [--out benchmarks/results/graphblas.jsonl]
 """
 
@@ -80,13 +80,13 @@ GRAPHS = {
 }
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--graphs", default="slashdot,twitter,luxembourg")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", default=None, help="also append each row (JSON) to this file")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     import graphblas as gb
     import numba

@@ -19,15 +19,15 @@ Three jobs:
 * **--report / --plot-sweep**: rebuild the summary table / the sweep figure
   from JSON-lines files, running nothing.
 
-    python benchmarks/bench_hec.py --graphs cora citeseer --ranks 4 8 --seeds 0 1 2 \
+    python -m spgnn bench hec --graphs cora citeseer --ranks 4 8 --seeds 0 1 2 \
         --epochs 30 --batch-size 8 --push-caps 2000 rule --out docs/results/hec/small.jsonl
-    python benchmarks/bench_hec.py --graphs musae_facebook --ranks 8 4 --seeds 0 1 2 \
+    python -m spgnn bench hec --graphs musae_facebook --ranks 8 4 --seeds 0 1 2 \
         --epochs 3 --batch-size 512 --push-caps 2000 rule --out docs/results/hec/musae.jsonl
-    python benchmarks/bench_hec.py --sweep --graphs citeseer --split 0.6:0.2 --ranks 4 \
+    python -m spgnn bench hec --sweep --graphs citeseer --split 0.6:0.2 --ranks 4 \
         --seeds 0 --epochs 5 --batch-size 64 --base-cap 32 \
         --out docs/results/hec/sweep_citeseer_split_p4.jsonl
-    python benchmarks/bench_hec.py --report docs/results/hec/small.jsonl docs/results/hec/musae.jsonl
-    python benchmarks/bench_hec.py --plot-sweep docs/results/hec/sweep_citeseer_split_p4.jsonl \
+    python -m spgnn bench hec --report docs/results/hec/small.jsonl docs/results/hec/musae.jsonl
+    python -m spgnn bench hec --plot-sweep docs/results/hec/sweep_citeseer_split_p4.jsonl \
         --figure docs/figures/hec_sweep.png
 
 The commands and results are in docs/hec.md ("Results").
@@ -41,7 +41,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from ._common import ROOT
+
 DATA = Path(os.environ.get("SPGNN_DATA", ROOT.parent / "shared" / "data"))
 GRAPHS = {"cora": ["--graph", str(DATA / "planetoid"), "--name", "cora"],
           "citeseer": ["--graph", str(DATA / "planetoid"), "--name", "citeseer"],

@@ -5,9 +5,12 @@
   spgnn bench`` re-executes itself when they differ, see
   :mod:`spgnn.cli.bench`);
 * graphs are named as in every command (:func:`spgnn.io.load_graph`: a
-  dataset name, a file or a generator spec); the wrappers in ``benchmarks/``
-  point ``SPGNN_DATA`` at the project's shared data folder when it is unset,
-  so a development checkout reads the datasets there instead of downloading;
+  dataset name, a file or a generator spec); :func:`use_shared_data` (run by
+  ``python -m spgnn bench`` before a suite) points ``SPGNN_DATA`` at the
+  project's shared data folder when it is unset, so a development checkout
+  reads the datasets there instead of downloading;
+* :data:`ROOT`: the checkout this folder is in (``benchmarks/results/``,
+  ``docs/figures/``);
 * :func:`write_record`: the report to ``--out`` and stdout;
 * :func:`save_bar_figure`: the ``--plot`` figure -- for each case, one bar
   per implementation (median seconds, log scale), a whisker from the fastest
@@ -21,11 +24,14 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
-import time
 
-__all__ = ["THREAD_VARS", "threads_from_argv", "thread_env", "write_record", "save_bar_figure",
-           "Case"]
+from pathlib import Path
+
+__all__ = ["ROOT", "THREAD_VARS", "threads_from_argv", "thread_env", "use_shared_data",
+           "write_record", "save_bar_figure", "Case"]
+
+#: The repository checkout holding this folder (results and figures are written below it).
+ROOT = Path(__file__).resolve().parents[1]
 
 #: Variables that OpenMP, BLAS and Numba read when they start.
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
@@ -55,6 +61,17 @@ def thread_env(argv, default=2, numba_at_least_cores=False) -> dict:
     if numba_at_least_cores:
         env["NUMBA_NUM_THREADS"] = str(max(int(t), os.cpu_count() or 1))
     return env
+
+
+def use_shared_data():
+    """Point ``SPGNN_DATA`` (the dataset cache) at the shared data folder
+    (:func:`spgnn.testing.data.find_shared_data`) when it is unset and that folder exists."""
+    if not os.environ.get("SPGNN_DATA"):
+        from spgnn.testing.data import find_shared_data
+
+        shared = find_shared_data()
+        if shared is not None:
+            os.environ["SPGNN_DATA"] = str(shared)
 
 
 def write_record(record, out, as_json, print_table):
@@ -130,13 +147,3 @@ def save_bar_figure(cases, path, *, title, reference="spgnn", unit="s"):
     plt.close(fig)
     return path
 
-
-def median_seconds(fn, reps=5):
-    """Median wall time of ``fn()`` over ``reps`` runs after one warm-up. Local."""
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)

@@ -22,8 +22,8 @@ communication (α–β per collective kind)
     ``α_k·messages + β_k·bytes`` with ``messages`` and ``bytes`` (the larger
     of sent and received) the ledger's byte model for the slowest rank
     (:mod:`spgnn.comm.stats`): the 1D and 1.5D SpMMs are the planner's exact
-    events (:func:`spgnn.planner.plan_spmm`, tested equal to the ledger);
-    3D is spgnn's own 3D GCN epoch (:func:`spgnn.planner.plan_gcn_3d`, also
+    events (:func:`spgnn.plan.events.plan_spmm`, tested equal to the ledger);
+    3D is spgnn's own 3D GCN epoch (:func:`spgnn.plan.events.plan_gcn_3d`, also
     tested equal to the ledger; Plexus's closed form over-counted it ~3x).
     With a rank-to-node mapping, groups spanning nodes use the inter-node
     α–β (:meth:`Calibration.comm_seconds`).
@@ -49,11 +49,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from .comm.stats import allreduce_messages, model_allreduce
-from .errors import CalibrationError, GridError
-from .grid import AXES_3D, roles_for_layer, shapes_3d
-from .layout import block_offsets
-from .planner import gcn_3d_layers, plan_gcn_3d, plan_spmm
+from ..comm.stats import allreduce_messages, model_allreduce
+from ..errors import CalibrationError, GridError
+from ..grid import AXES_3D, roles_for_layer, shapes_3d
+from ..layout import block_offsets
+from .events import gcn_3d_layers, plan_gcn_3d, plan_spmm
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "Step", "Prediction", "kind_of", "fit_nonneg",
            "fit_spmm", "fit_gemm", "fit_comm", "spmm_features", "gemm_features",
@@ -587,7 +587,7 @@ def _predict_3d(a, ranks, dims, cal, grid, itemsize, agg_blocks=1, permutation=N
     ``permutation`` (a :class:`~spgnn.partition.DoublePermutation`): layer
     ``l`` multiplies by variant ``l % 2`` of ``permutation.matrices(a)``, so
     the slowest rank's SpMM is priced on the permuted blocks' nnz (the same
-    shards :func:`~spgnn.planner.nnz_per_rank_3d` counts).  ``agg_blocks=K``:
+    shards :func:`~spgnn.plan.events.nnz_per_rank_3d` counts).  ``agg_blocks=K``:
     the planner's K chunked all-reduces per aggregation, and the SpMM called
     K times (K - 1 more call overheads ``s0``; the other terms add up over
     the chunks to the unblocked kernel's).

@@ -1,7 +1,7 @@
 """One GCN training epoch: PyTorch Geometric (and plain PyTorch) baselines for spgnn.
 
-    python -m spgnn.benchmarks.gcn_pyg --threads 2        # = python benchmarks/bench_gcn_pyg.py
-    python -m spgnn.benchmarks.gcn_pyg --threads 1 --graphs cora,rmat --hidden 16 --json
+    python -m spgnn bench gcn_pyg --threads 2
+    python -m spgnn bench gcn_pyg --threads 1 --graphs cora,rmat --hidden 16 --json
 
 Times one full training epoch (``zero_grad`` + forward + cross-entropy on the
 train mask + backward + Adam step) of the standard 2-layer GCN of PyG's
@@ -67,7 +67,7 @@ from spgnn.io.synthetic import with_synthetic
 
 from spgnn.io import load_graph
 
-from .common import write_record
+from ._common import write_record
 
 #: The default graphs; any dataset name, file or generator spec works too.
 GRAPHS = ("cora", "facebook", "rmat")
