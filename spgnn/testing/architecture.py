@@ -72,19 +72,21 @@ ALLOWED = {
     "local": (),
     "backends": ("local", "kernels"),
     "comm": ("local", "layout"),
-    "grid": ("comm", "layout"),
+    "grid": ("comm",),
     "core": ("grid", "layout", "local", "backends"),
-    "io": ("local",),
+    "io": (),
     "interop": ("io",),
     "partition": ("io", "layout", "kernels"),
     # events and model: grid, layout, comm (the ledger's byte model); choose: partition (the
     # run's partition is priced); calibrate: io, backends, local, timing (it times the kernels)
     "plan": ("grid", "layout", "comm", "partition", "io", "backends", "local", "timing"),
-    "sampling": ("core", "backends", "grid", "layout", "local"),
+    "sampling": ("core", "backends", "layout", "local"),
     "algorithms": ("core", "layout", "local"),
     "checkpoint": (),
-    "gnn": ("core", "sampling", "io", "partition", "grid", "layout", "local", "backends", "comm",
-            "checkpoint"),
+    # plan: TrainConfig's --algo auto asks the time model; comm: the ledger's CommStats (the
+    # one loop's per-step scopes) and the contexts' collectives; checkpoint: the Checkpoint hook
+    "gnn": ("core", "sampling", "io", "partition", "plan", "grid", "layout", "local", "backends",
+            "comm", "checkpoint"),
     "face": _LIBRARY,                    # anything but testing
     "testing": _LIBRARY,                 # anything but face
     # the suites may import everything; nothing imports them (spgnn.cli.bench: by name)
