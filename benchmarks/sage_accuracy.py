@@ -31,6 +31,8 @@ import statistics
 
 from spgnn import Communicator
 from spgnn.cli import train as cli_train
+from spgnn.gnn import TrainConfig
+from spgnn.gnn.hooks import SELECTIONS
 from spgnn.testing.data import shared_data_path
 
 DATASETS = {"cora": ("planetoid", "cora", None, 0), "facebook": ("musae_facebook", None, "0.6:0.2", 256)}
@@ -55,31 +57,23 @@ def main(argv=None):
     ap.add_argument("--replication", type=int, default=1)
     ap.add_argument("--feature-dim", type=int, default=None)
     ap.add_argument("--eval-every", type=int, default=1)
-    ap.add_argument("--model-selection", default="best-val", choices=("best-val", "last"))
+    ap.add_argument("--model-selection", default="best-val", choices=SELECTIONS)
     args = ap.parse_args(argv)
     folder, name, split, dim = DATASETS[args.dataset]
     comm = Communicator.world()
-    parser = argparse.ArgumentParser()
-    cli_train.add_parser(parser.add_subparsers())
     feature_dim = dim if args.feature_dim is None else (args.feature_dim or None)
     runs = []
     for seed in range(args.seeds):
-        argv = ["train", "--graph", str(shared_data_path(folder)), "--model", "sage",
-                "--sampler", args.sampler, "--batch-size", str(args.batch_size),
-                "--fanout", args.fanout, "--bulk", str(args.bulk), "--hidden", str(args.hidden),
-                "--lr", str(args.lr), "--weight-decay", str(args.weight_decay),
-                "--dropout", str(args.dropout), "--input-dropout", str(args.input_dropout),
-                "--epochs", str(args.epochs), "--seed", str(seed),
-                "--partition-mode", args.partition_mode, "--replication", str(args.replication),
-                "--eval-every", str(args.eval_every), "--model-selection", args.model_selection,
-                "--json", "--no-progress"]
-        argv += ["--name", name] if name else []
-        argv += ["--split", split] if split else []
-        argv += ["--ladies-size", str(args.ladies_size)] if args.ladies_size else []
-        argv += ["--feature-dim", str(feature_dim)] if feature_dim else []
-        ns = parser.parse_args(argv)
-        cli_train.apply_model_defaults(ns)
-        r = cli_train.train(comm, ns)
+        cfg = TrainConfig(graph=str(shared_data_path(folder)), name=name, split=split,
+                          model="sage", sampler=args.sampler, batch_size=args.batch_size,
+                          fanout=args.fanout, bulk=args.bulk, hidden=args.hidden, lr=args.lr,
+                          weight_decay=args.weight_decay, dropout=args.dropout,
+                          model_options={"input_dropout": args.input_dropout},
+                          epochs=args.epochs, seed=seed, partition_mode=args.partition_mode,
+                          replication=args.replication, eval_every=args.eval_every,
+                          model_selection=args.model_selection, ladies_size=args.ladies_size,
+                          feature_dim=feature_dim or None)
+        r = cli_train.train(comm, cfg)
         runs.append(r)
         if comm.rank == 0:
             print(json.dumps(r), flush=True)

@@ -18,7 +18,8 @@ from .models import GCN, FullBatchSAGE, GraphSAGE
 __all__ = ["ModelSpec", "ModelOption", "MODELS", "TRAININGS"]
 
 #: How a model is trained: on the whole distributed graph (:class:`Trainer`)
-#: or on sampled minibatches (:class:`MinibatchTrainer`).
+#: or on sampled minibatches (:class:`~spgnn.gnn.sources.Sampled`,
+#: :class:`~spgnn.gnn.sources.Halo`).
 TRAININGS = ("full-graph", "minibatch")
 
 
