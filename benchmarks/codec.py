@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from spgnn.backends._quant import PACK_AXES
+
 from ._common import ROOT
 
 OUT = ROOT / "benchmarks" / "results" / "codec.jsonl"
@@ -63,7 +65,7 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--pack-axis", default="feature", choices=("feature", "node"))
+    ap.add_argument("--pack-axis", default="feature", choices=PACK_AXES)
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
 

@@ -32,7 +32,9 @@ import statistics
 from spgnn import Communicator
 from spgnn.cli import train as cli_train
 from spgnn.gnn import TrainConfig
+from spgnn.gnn.config import SAMPLERS
 from spgnn.gnn.hooks import SELECTIONS
+from spgnn.gnn.minibatch import MODES
 from spgnn.testing.data import shared_data_path
 
 DATASETS = {"cora": ("planetoid", "cora", None, 0), "facebook": ("musae_facebook", None, "0.6:0.2", 256)}
@@ -41,7 +43,7 @@ DATASETS = {"cora": ("planetoid", "cora", None, 0), "facebook": ("musae_facebook
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="cora", choices=sorted(DATASETS))
-    ap.add_argument("--sampler", default="sage", choices=("sage", "ladies"))
+    ap.add_argument("--sampler", default="sage", choices=SAMPLERS)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=512)
@@ -53,7 +55,7 @@ def main(argv=None):
     ap.add_argument("--dropout", type=float, default=0.6)
     ap.add_argument("--input-dropout", type=float, default=0.5)
     ap.add_argument("--ladies-size", type=int, default=None)
-    ap.add_argument("--partition-mode", default="replicated", choices=("replicated", "partitioned"))
+    ap.add_argument("--partition-mode", default="replicated", choices=MODES)
     ap.add_argument("--replication", type=int, default=1)
     ap.add_argument("--feature-dim", type=int, default=None)
     ap.add_argument("--eval-every", type=int, default=1)

@@ -12,7 +12,9 @@ import sys
 
 import numpy as np
 
+from spgnn.core.codec import QUANTIZE_CHOICES
 from spgnn.core.spmm import DISTRIBUTED_ALGORITHMS
+from spgnn.gnn.placement import PERMUTES
 from spgnn.grid import parse_grid
 from spgnn.partition import PARTITIONERS, partition_graph, permute, write_partition_file
 
@@ -47,7 +49,7 @@ def add_parser(sub):
     p.add_argument("--aggregation", default="",
                    help="for 1d-aware, also the message rows and fp32 bytes of these cut-edge "
                         "aggregations, e.g. post,pre,hybrid (docs/communication.md)")
-    p.add_argument("--quantize", default="none", choices=("none", "int8", "int4", "int2"),
+    p.add_argument("--quantize", default="none", choices=QUANTIZE_CHOICES,
                    help="with --aggregation: also the bytes of the same exchanges as codes "
                         "(feature-axis packing, bf16 parameters: data and parameters)")
     p.add_argument("--time", action="store_true",
@@ -60,7 +62,7 @@ def add_parser(sub):
                    help="with --time: calibration file (default $SPGNN_CALIBRATION or "
                         "~/.cache/spgnn/calibration.json, else built-in defaults)")
     p.add_argument("--top", type=int, default=5, help="with --time: configurations shown per P")
-    p.add_argument("--permute", default="none", choices=("none", "double"),
+    p.add_argument("--permute", default="none", choices=PERMUTES,
                    help="with --time: price 3d with train's --permute double (the P_r, P_c "
                         "drawn from --seed)")
     p.add_argument("--agg-blocks", type=int, default=1, metavar="K",
