@@ -7,7 +7,8 @@ asks :func:`world_rank`, :func:`mpi_library_info`, :func:`abort_if_parallel`
 and :func:`find_mpiexec`.
 
 Modules, bottom up: ``stats`` (ledger, byte model), ``transport`` (the
-:class:`Transport` interface and :class:`MPITransport`), ``communicator``,
+:class:`Transport` interface and :class:`MPITransport`), ``watchdog`` (the
+collective watchdog thread), ``communicator``,
 ``loopback`` (threads; builds communicators), ``launch`` (``mpiexec``),
 ``calibrate`` (alpha-beta ping-pong).
 """

@@ -39,6 +39,7 @@ import numpy as np
 
 from spgnn import errors as _errors
 from spgnn.comm import device as _device
+from spgnn.comm import watchdog as _watchdog
 from spgnn.comm.stats import CommEvent, Ledger, block_size, model_allgather, model_allreduce
 from spgnn.comm.transport import REDUCE_OPS, MPITransport, Transport
 from spgnn.errors import DimensionMismatch, DTypeError, RemoteError
@@ -267,6 +268,7 @@ def finalize_world() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         MPI.COMM_WORLD.Barrier()
+        _watchdog.stop()
         MPI.Finalize()
 
 
@@ -377,11 +379,14 @@ def _resolve_error_class(module: str, qualname: str):
 class Request:
     """Handle of a non-blocking call; :meth:`wait` completes it and records its event."""
 
-    __slots__ = ("_finish", "_record", "_t0", "_done", "_result")
+    __slots__ = ("_finish", "_record", "_t0", "_done", "_result", "_watched")
 
-    def __init__(self, finish: Callable[[], Any], record: Callable[[float], None], t0: float):
+    def __init__(self, finish: Callable[[], Any], record: Callable[[float], None], t0: float,
+                 watched=None):
         self._finish, self._record, self._t0 = finish, record, t0
         self._done, self._result = False, None
+        # (communicator, op, label, call number) for the collective watchdog, or None
+        self._watched = watched
 
     def wait(self):
         """Block until complete; returns the received array (``None`` for sends).
@@ -389,10 +394,14 @@ class Request:
         Idempotent: later calls return the same result and record nothing.
         """
         if not self._done:
-            self._result = self._finish()
+            w = self._watched
+            if w is not None and w[0]._watch is not None:
+                self._result = w[0]._watched_wait(w, self._finish)
+            else:
+                self._result = self._finish()
             self._done = True
             self._record(time.perf_counter() - self._t0)
-            self._finish = self._record = None
+            self._finish = self._record = self._watched = None
         return self._result
 
 
@@ -438,6 +447,13 @@ class Communicator:
         self.gpu_comm = _device.default_mode()
         self._device_now = ""          # the mode of the device-array call in progress
         self._last_event = None
+        self._timeout = _watchdog.env_timeout()
+        # the collective watchdog (spgnn.comm.watchdog): set on MPI communicators
+        # while it runs; the blocking calls made so far; this communicator's id
+        self._watch = None
+        self._ncalls = 0
+        self._nsplits = 0
+        self._wid = "world" if transport.size > 1 else "solo"
 
     @property
     def gpu_comm(self) -> str:
@@ -452,6 +468,22 @@ class Communicator:
     def gpu_comm(self, mode) -> None:
         self._gpu_comm = _device.check_mode(mode)
 
+    @property
+    def collective_timeout(self) -> float:
+        """Seconds a blocking call may take before the watchdog ends the job; 0: never.
+
+        Initialised from ``$SPGNN_COLLECTIVE_TIMEOUT`` (default
+        :data:`~spgnn.comm.watchdog.DEFAULT_TIMEOUT`, 600 s); splits inherit
+        it.  Enforced on MPI communicators of multi-rank jobs
+        (:mod:`spgnn.comm.watchdog`); loopback ranks have ``run_loopback``'s
+        ``timeout`` instead.  Set it to the same value on every rank.  Local.
+        """
+        return self._timeout
+
+    @collective_timeout.setter
+    def collective_timeout(self, seconds) -> None:
+        self._timeout = _watchdog.check_timeout(seconds)
+
     # ------------------------------------------------------------ construction
     @classmethod
     def world(cls) -> "Communicator":
@@ -459,10 +491,13 @@ class Communicator:
         if Communicator._world is None:
             from mpi4py import MPI
 
-            Communicator._world = cls.from_mpi(MPI.COMM_WORLD)
+            world = cls.from_mpi(MPI.COMM_WORLD)
             if MPI.COMM_WORLD.Get_size() > 1:
                 _install_abort_hook()
                 _install_interrupt_watchdog()
+                world._watch = _watchdog.start()
+                world._watch.comms[world._wid] = world
+            Communicator._world = world
         return Communicator._world
 
     @classmethod
@@ -508,18 +543,79 @@ class Communicator:
         if not isinstance(key, (int, np.integer)):
             raise TypeError(f"split: key must be an int, but got {key!r}")
         t0 = time.perf_counter()
-        sub = self.transport.split(None if color is None else int(color), int(key))
+        label = self._label(None)
+        sub = self._run("split", label, self.transport.split,
+                        None if color is None else int(color), int(key))
         # Model: an allgather of (color, key), two int64 per rank.
-        self._record_allgather("split", self._label(None), 16, 16 * self.size, time.perf_counter() - t0)
+        self._record_allgather("split", label, 16, 16 * self.size, time.perf_counter() - t0)
+        wid = f"{self._wid}/{self._nsplits}"
+        self._nsplits += 1
         if sub is None:
             return None
         new = Communicator(sub, axis=axis, ledger=self.ledger)
         new.gpu_comm = self.gpu_comm
+        new._timeout, new._wid = self._timeout, wid
+        if self._watch is not None:
+            new._watch = self._watch
+            new._watch.comms[wid] = new
         if "max_count" in self.__dict__:
             new.max_count = self.max_count
         return new
 
     # ---------------------------------------------------------------- helpers
+    def _run(self, op, label, fn, *args):
+        """``fn(*args)``, a blocking call, watched by the collective watchdog when it runs.
+
+        Per call: a counter, one tuple stored before and two slots after.
+        ``op`` names a point-to-point call with its peer (``"recv from rank 1"``);
+        those are not counted as collective calls (``call`` is ``None``).
+        """
+        w = self._watch
+        if w is None:
+            return fn(*args)
+        if op[0] == "~":
+            now = (self, op[1:], label, None, time.monotonic())
+        else:
+            self._ncalls += 1
+            now = (self, op, label, self._ncalls, time.monotonic())
+        w.now = now
+        try:
+            return fn(*args)
+        finally:
+            w.last = now
+            w.now = None
+
+    def _watched_wait(self, watched, finish):
+        """``finish()`` of a non-blocking call, watched as its collective (``watched``)."""
+        w = self._watch
+        now = (*watched, time.monotonic())
+        w.now = now
+        try:
+            return finish()
+        finally:
+            w.last = now
+            w.now = None
+
+    def _start_nonblocking(self, op, label):
+        """What a non-blocking call's ``wait`` is watched as: counted at its start."""
+        if self._watch is None:
+            return None
+        if op[0] == "~":
+            return (self, op[1:], label, None)
+        self._ncalls += 1
+        return (self, op, label, self._ncalls)
+
+    def _world_ranks(self) -> list:
+        """The ``MPI.COMM_WORLD`` ranks of this communicator's members, in its rank order."""
+        from mpi4py import MPI
+
+        group = self.transport.comm.Get_group()
+        try:
+            return list(MPI.Group.Translate_ranks(group, list(range(self.size)),
+                                                  MPI.COMM_WORLD.Get_group()))
+        finally:
+            group.Free()
+
     def _label(self, label) -> str:
         if label is None:
             return self.ledger.current_label()
@@ -583,9 +679,10 @@ class Communicator:
 
         Collective: yes.  Recorded with zero bytes.
         """
+        label = self._label(None)
         t0 = time.perf_counter()
-        self.transport.barrier()
-        self._record("barrier", self._label(None), 0, 0, 0, time.perf_counter() - t0)
+        self._run("barrier", label, self.transport.barrier)
+        self._record("barrier", label, 0, 0, 0, time.perf_counter() - t0)
 
     @_device_buffers
     def allreduce(self, buf, op="plus", *, label=None) -> np.ndarray:
@@ -612,7 +709,8 @@ class Communicator:
         _check_op_dtype("allreduce", name, a.dtype)
         label = self._label(label)
         t0 = time.perf_counter()
-        out = self.transport.allreduce(a.reshape(-1), name).reshape(a.shape)
+        out = self._run("allreduce", label, self.transport.allreduce, a.reshape(-1),
+                        name).reshape(a.shape)
         self._record_allreduce("allreduce", label, a.size, a.itemsize, time.perf_counter() - t0)
         return out
 
@@ -631,7 +729,8 @@ class Communicator:
         label = self._label(label)
         p = self.size
         t0 = time.perf_counter()
-        flat = self.transport.allgatherv(a.reshape(-1), np.full(p, a.size, dtype=_COUNT_DTYPE))
+        flat = self._run("allgather", label, self.transport.allgatherv, a.reshape(-1),
+                         np.full(p, a.size, dtype=_COUNT_DTYPE))
         self._record_allgather("allgather", label, a.nbytes, a.nbytes * p,
                                time.perf_counter() - t0)
         return flat.reshape((p,) + a.shape)
@@ -661,8 +760,9 @@ class Communicator:
         rowsize = int(np.prod(rowshape, dtype=np.int64))
         if counts is None:
             t0 = time.perf_counter()
-            rows = self.transport.allgatherv(np.array([a.shape[0]], dtype=_COUNT_DTYPE),
-                                             np.ones(p, dtype=_COUNT_DTYPE))
+            rows = self._run("allgather:counts", label, self.transport.allgatherv,
+                             np.array([a.shape[0]], dtype=_COUNT_DTYPE),
+                             np.ones(p, dtype=_COUNT_DTYPE))
             self._record_allgather("allgather:counts", label, 8, 8 * p, time.perf_counter() - t0)
         else:
             rows = self._counts("allgatherv", "counts", counts)
@@ -671,7 +771,7 @@ class Communicator:
                                         f"must equal this rank's rows, but buf has {a.shape[0]}")
         counts = rows * rowsize
         t0 = time.perf_counter()
-        flat = self.transport.allgatherv(a.reshape(-1), counts)
+        flat = self._run("allgatherv", label, self.transport.allgatherv, a.reshape(-1), counts)
         self._record_allgather("allgatherv", label, a.nbytes, int(counts.sum()) * a.itemsize,
                                time.perf_counter() - t0)
         return flat.reshape((int(rows.sum()),) + rowshape)
@@ -714,7 +814,8 @@ class Communicator:
         rowsize = int(np.prod(rowshape, dtype=np.int64))
         el = c * rowsize
         t0 = time.perf_counter()
-        out = self.transport.reduce_scatter(a.reshape(-1), el, name)
+        out = self._run("reduce_scatter", label, self.transport.reduce_scatter, a.reshape(-1),
+                        el, name)
         own = int(el[r]) * a.itemsize
         msgs = int(np.count_nonzero(el)) - (1 if el[r] > 0 else 0)
         self._record("reduce_scatter", label, a.nbytes - own, (p - 1) * own, msgs,
@@ -736,7 +837,7 @@ class Communicator:
                                     f"buf.shape={a.shape}")
         label = self._label(label)
         t0 = time.perf_counter()
-        out = self.transport.alltoall(a)
+        out = self._run("alltoall", label, self.transport.alltoall, a)
         block = a.nbytes // p
         self._record("alltoall", label, (p - 1) * block, (p - 1) * block,
                      (p - 1) if block > 0 else 0, time.perf_counter() - t0)
@@ -822,7 +923,7 @@ class Communicator:
             msg[:, 0] = sc
             msg[:, 1] = bound
             t0 = time.perf_counter()
-            got = self.transport.alltoall(msg)
+            got = self._run("alltoall:counts", label, self.transport.alltoall, msg)
             nb = (p - 1) * msg.itemsize * 2
             self._record("alltoall:counts", label, nb, nb, p - 1, time.perf_counter() - t0)
             rc = got[:, 0].copy()
@@ -833,7 +934,8 @@ class Communicator:
             r_el = rc * rowsize
             local = send_big or bool(r_el.max() > mc or _exclusive_cumsum(r_el).max() > mc)
             t0 = time.perf_counter()
-            flag = self.transport.allreduce(np.array([int(local)], dtype=_COUNT_DTYPE), "max")
+            flag = self._run("allreduce:split", label, self.transport.allreduce,
+                             np.array([int(local)], dtype=_COUNT_DTYPE), "max")
             self._record_allreduce("allreduce:split", label, 1, 8, time.perf_counter() - t0)
             split = bool(flag[0])
 
@@ -853,7 +955,8 @@ class Communicator:
                 req = self.transport.ialltoallv(sflat, s_el, s_dis, rflat, r_el, r_dis)
                 finish = req.wait
             else:
-                self.transport.alltoallv(sflat, s_el, s_dis, rflat, r_el, r_dis)
+                self._run(opname, label, self.transport.alltoallv, sflat, s_el, s_dis, rflat,
+                          r_el, r_dis)
         else:
             if int(r_el[r]) != int(s_el[r]):
                 raise DimensionMismatch(f"{opname}: sendcounts[{r}]={int(sc[r])} to oneself but "
@@ -880,7 +983,7 @@ class Communicator:
                     q.wait()
 
             if not nonblocking:
-                finish()
+                self._run(opname, label, finish)
 
         def record(seconds):
             self._record(opname, label, sent, recv, messages, seconds)
@@ -890,7 +993,7 @@ class Communicator:
                 finish()
                 return out
 
-            return Request(complete, record, t0)
+            return Request(complete, record, t0, self._start_nonblocking(opname, label))
         record(time.perf_counter() - t0)
         return out
 
@@ -914,7 +1017,7 @@ class Communicator:
         label = self._label(label)
         p = self.size
         t0 = time.perf_counter()
-        self.transport.bcast(a.reshape(-1), root)
+        self._run("bcast", label, self.transport.bcast, a.reshape(-1), root)
         m = a.nbytes
         if self.rank == root:
             self._record("bcast", label, m * (p - 1), 0, (p - 1) if m > 0 else 0,
@@ -930,7 +1033,7 @@ class Communicator:
         a = self._array("send", buf)
         label = self._label(label)
         t0 = time.perf_counter()
-        self.transport.send(a.reshape(-1), dest, tag)
+        self._run(f"~send to rank {dest}", label, self.transport.send, a.reshape(-1), dest, tag)
         self._record_p2p("send", label, dest, a.nbytes, time.perf_counter() - t0)
 
     def recv(self, buf, source, tag=0, *, label=None) -> np.ndarray:
@@ -939,7 +1042,8 @@ class Communicator:
         self._check_recv_buf("recv", buf)
         label = self._label(label)
         t0 = time.perf_counter()
-        self.transport.recv(buf.reshape(-1), source, tag)
+        self._run(f"~recv from rank {source}", label, self.transport.recv, buf.reshape(-1),
+                  source, tag)
         self._record_p2p("recv", label, source, buf.nbytes, time.perf_counter() - t0)
         return buf
 
@@ -950,7 +1054,8 @@ class Communicator:
         label = self._label(label)
         t0 = time.perf_counter()
         req = self.transport.isend(a.reshape(-1), dest, tag)
-        return Request(req.wait, lambda s: self._record_p2p("send", label, dest, a.nbytes, s), t0)
+        return Request(req.wait, lambda s: self._record_p2p("send", label, dest, a.nbytes, s), t0,
+                       self._start_nonblocking(f"~isend to rank {dest}", label))
 
     def irecv(self, buf, source, tag=0, *, label=None) -> Request:
         """Non-blocking receive into ``buf``; ``.wait()`` returns ``buf``."""
@@ -960,7 +1065,8 @@ class Communicator:
         t0 = time.perf_counter()
         req = self.transport.irecv(buf.reshape(-1), source, tag)
         return Request(lambda: (req.wait(), buf)[1],
-                       lambda s: self._record_p2p("recv", label, source, buf.nbytes, s), t0)
+                       lambda s: self._record_p2p("recv", label, source, buf.nbytes, s), t0,
+                       self._start_nonblocking(f"~irecv from rank {source}", label))
 
     def _check_recv_buf(self, opname, buf):
         if not isinstance(buf, np.ndarray):
@@ -986,7 +1092,7 @@ class Communicator:
         label = self._label(label)
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         t0 = time.perf_counter()
-        parts = self.transport.allgather_obj(data)
+        parts = self._run("allgather:obj", label, self.transport.allgather_obj, data)
         self._record_allgather("allgather:obj", label, len(data), sum(len(b) for b in parts),
                                time.perf_counter() - t0)
         return [pickle.loads(b) for b in parts]
@@ -1000,7 +1106,7 @@ class Communicator:
         label = self._label(label)
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if self.rank == root else None
         t0 = time.perf_counter()
-        data = self.transport.bcast_obj(data, root)
+        data = self._run("bcast:obj", label, self.transport.bcast_obj, data, root)
         m, p = len(data), self.size
         if self.rank == root:
             self._record("bcast:obj", label, m * (p - 1), 0, (p - 1) if m > 0 else 0,
