@@ -31,6 +31,7 @@ __all__ = [
     "ChecksumError",
     "MissingDependency",
     "RemoteError",
+    "CommunicatorBroken",
     "CheckpointError",
     "CalibrationError",
     "NonFiniteError",
@@ -126,6 +127,15 @@ class RemoteError(SpgnnError, RuntimeError):
 
     The failing rank raises the specific error; its peers raise this one,
     carrying the failing rank's message, so that no rank is left waiting.
+    """
+
+
+class CommunicatorBroken(SpgnnError, RuntimeError):
+    """A collective refused on a rank that left a collective section alone, with an error.
+
+    Its peers may still be inside that section, waiting in a collective this
+    rank will never join; entering another one would hang the job (see
+    :meth:`spgnn.comm.Communicator.section`).
     """
 
 

@@ -30,6 +30,7 @@ in ``[0, CHUNK_TAG)``.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import pickle
 import time
@@ -42,7 +43,7 @@ from spgnn.comm import device as _device
 from spgnn.comm import watchdog as _watchdog
 from spgnn.comm.stats import CommEvent, Ledger, block_size, model_allgather, model_allreduce
 from spgnn.comm.transport import REDUCE_OPS, MPITransport, Transport
-from spgnn.errors import DimensionMismatch, DTypeError, RemoteError
+from spgnn.errors import CommunicatorBroken, DimensionMismatch, DTypeError, RemoteError
 
 __all__ = ["Communicator", "Request", "CHUNK_TAG", "world_rank", "mpi_library_info",
            "is_agreed_on_world", "abort_if_parallel"]
@@ -454,6 +455,9 @@ class Communicator:
         self._ncalls = 0
         self._nsplits = 0
         self._wid = "world" if transport.size > 1 else "solo"
+        # why this rank may not enter another collective (Communicator.section);
+        # one list shared with every split, so a break reaches the grid's axes
+        self._broken = [None]
 
     @property
     def gpu_comm(self) -> str:
@@ -555,6 +559,7 @@ class Communicator:
         new = Communicator(sub, axis=axis, ledger=self.ledger)
         new.gpu_comm = self.gpu_comm
         new._timeout, new._wid = self._timeout, wid
+        new._broken = self._broken
         if self._watch is not None:
             new._watch = self._watch
             new._watch.comms[wid] = new
@@ -570,6 +575,10 @@ class Communicator:
         ``op`` names a point-to-point call with its peer (``"recv from rank 1"``);
         those are not counted as collective calls (``call`` is ``None``).
         """
+        if self._broken[0] is not None:
+            raise CommunicatorBroken(f"rank {self.rank}: {op.lstrip('~')} {label or ''!s} refused: "
+                                     f"{self._broken[0]}; its peers may be waiting there in a "
+                                     f"collective this rank will never join: end the job")
         w = self._watch
         if w is None:
             return fn(*args)
@@ -1155,6 +1164,29 @@ class Communicator:
             exc = RemoteError(f"rank {r0} raised {module}.{qualname}: {message}{more}")
         _mark_agreed(exc, self)
         raise exc from None
+
+    @contextlib.contextmanager
+    def section(self, name: str):
+        """A collective section: leaving it with an error on this rank alone breaks the communicator.
+
+        Local (no communication).  ``with comm.section("fit"): ...`` around
+        code whose collectives every rank runs in step.  When an exception
+        leaves the block on this rank without being agreed (:meth:`agree`,
+        :meth:`raise_together` mark the errors every rank raises together),
+        its peers may still be inside, waiting in a collective this rank will
+        not join; catching the exception and calling another collective would
+        hang them and this rank.  So every later blocking call of this
+        communicator and its splits raises
+        :class:`~spgnn.errors.CommunicatorBroken` naming the section and the
+        error, at once.  MPI cannot repair the job: end it.  A one-rank
+        communicator never breaks (nobody can wait for it).
+        """
+        try:
+            yield self
+        except Exception as exc:
+            if self.size > 1 and getattr(exc, "spgnn_agreed_size", None) is None:
+                self._broken[0] = f"this rank left {name!r} with {type(exc).__name__}: {exc}"
+            raise
 
     def raise_together(self, error: BaseException) -> None:
         """Raise ``error``, which every rank of this communicator raises at this point. Local.

@@ -239,26 +239,33 @@ class Trainer:
         A stop asked for by a hook or the callback on *any* rank stops every
         rank after the same epoch (one all-reduce of a flag per epoch, only
         when there is a hook or a callback).  Returns the list of records.
+        An exception that leaves ``fit`` on one rank alone breaks the
+        communicator (:meth:`~spgnn.comm.Communicator.section`): this rank's
+        next collective raises :class:`~spgnn.errors.CommunicatorBroken`.
         """
         hooks = list(hooks)
-        for h in hooks:
-            h.on_fit_start(self)
         history = []
-        for _ in range(int(epochs)):
-            rec = self.train_epoch()
-            if evaluate:
-                rec.update({f"eval_{k}" if k == "train_acc" else k: v
-                            for k, v in self.evaluate().items()})
-            history.append(rec)
-            stop = False
+        # an error leaving fit on one rank alone (a callback's, say) breaks the
+        # communicator: a caller that catches it gets a clear error from the next
+        # collective instead of entering one its peers never join
+        with self.comm.section("Trainer.fit"):
             for h in hooks:
-                stop = bool(h.on_epoch_end(self, rec)) or stop
-            if callback is not None:
-                stop = bool(callback(self, rec)) or stop
-            if (hooks or callback is not None) and self._agree(stop):
-                break
-        for h in hooks:
-            h.on_fit_end(self)
+                h.on_fit_start(self)
+            for _ in range(int(epochs)):
+                rec = self.train_epoch()
+                if evaluate:
+                    rec.update({f"eval_{k}" if k == "train_acc" else k: v
+                                for k, v in self.evaluate().items()})
+                history.append(rec)
+                stop = False
+                for h in hooks:
+                    stop = bool(h.on_epoch_end(self, rec)) or stop
+                if callback is not None:
+                    stop = bool(callback(self, rec)) or stop
+                if (hooks or callback is not None) and self._agree(stop):
+                    break
+            for h in hooks:
+                h.on_fit_end(self)
         return history
 
     def _agree(self, flag):

@@ -118,3 +118,69 @@ def test_ranks_whose_launcher_proxy_is_killed_exit(tmp_path):
             assert alive == [], "ranks run on after their launcher died"
         finally:
             _kill_all(job.leftovers())
+
+
+def test_a_rank_that_left_a_section_alone_refuses_the_next_collective():
+    """Issue 38: a callback raised on one rank, the caller caught it and called evaluate(): the
+    other ranks hung.  The rank that left the section now refuses at once, naming why."""
+    import numpy as np
+
+    from spgnn.comm import run_loopback
+    from spgnn.errors import CommunicatorBroken
+
+    def rank(comm):
+        sub = comm.split(0)                 # a grid axis: made before, broken with its parent
+        if comm.rank == 1:
+            try:
+                with comm.section("fit"):
+                    raise ValueError("callback failed")
+            except ValueError:
+                pass
+            for c in (comm, sub):
+                with pytest.raises(CommunicatorBroken, match="left 'fit' with ValueError: callb"):
+                    c.allreduce(np.zeros(1))
+        return comm.rank
+
+    assert run_loopback(2, rank, timeout=30) == [0, 1]
+
+
+def test_an_error_every_rank_agreed_on_leaves_the_communicator_usable():
+    import numpy as np
+
+    from spgnn.comm import run_loopback
+
+    def rank(comm):
+        try:
+            with comm.section("fit"):
+                comm.agree(ValueError("bad input") if comm.rank == 0 else None)
+        except ValueError:
+            pass
+        return float(comm.allreduce(np.ones(1))[0])
+
+    assert run_loopback(2, rank, timeout=30) == [2.0, 2.0]
+
+
+def test_trainer_fit_breaks_the_communicator_of_the_rank_whose_callback_raised():
+    from spgnn.comm import run_loopback
+    from spgnn.errors import CommunicatorBroken
+    from spgnn.gnn import GCN, Adam, DistGraph, Trainer
+    from spgnn.io import Graph, sbm
+
+    adj, x, y = sbm(40, 2, avg_degree=4, num_features=4, seed=0)
+    g = Graph(adj=adj, features=x, labels=y).random_split(0.5, 0.2, seed=0)
+
+    def rank(comm):
+        dg = DistGraph.from_graph(g, comm, "1d")
+        model = GCN(dg.num_features, 4, dg.num_classes)
+        tr = Trainer(model, dg, Adam(model.param_groups(), lr=0.01))
+
+        def callback(trainer, rec):
+            raise RuntimeError(f"rank {comm.rank} callback")    # every rank, not agreed
+
+        with pytest.raises(RuntimeError, match="callback"):
+            tr.fit(2, evaluate=False, callback=callback)
+        with pytest.raises(CommunicatorBroken, match="left 'Trainer.fit' with RuntimeError"):
+            tr.evaluate()
+        return True
+
+    assert run_loopback(2, rank, timeout=60) == [True, True]
