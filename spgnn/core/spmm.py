@@ -123,31 +123,49 @@ def _spmm_1d_aware(A, X, semiring, aggregation="post", codec=None):
     a codec is the original row exchange.
     """
     _require_1d(A, X, "1d-aware")
+    comm = A.grid.comm(*A.layout.rows)
+    be = A.backend
     if aggregation != "post" or codec is not None:
         plan = HybridPlan.for_spmm_1d(A, X, aggregation)
-        comm = A.grid.comm(*A.layout.rows)
-        be = A.backend
         x_ext = plan.exchange(comm, be, np.asarray(be.to_host(X.local)), codec,
                               label=f"spmm-1d-{aggregation}:exchange")
         return row_split_result(A, X, be.spmm(plan.compact, be.from_host(x_ext), semiring))
     plan = ExchangePlan.for_spmm_1d(A, X)
-    comm = A.grid.comm(*A.layout.rows)
-    be = A.backend
     x_ext = plan.exchange(comm, X.local, xp=be.xp)
     return row_split_result(A, X, be.spmm(plan.compact, x_ext, semiring))
+
+
+def _check_exchange(semiring, aggregation="post", codec=None):
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"spmm: aggregation must be one of {AGGREGATIONS}, but got "
+                         f"{aggregation!r}")
+    if aggregation != "post" and semiring.name != "plus_times":
+        raise ValueError(f"spmm: pre/hybrid aggregation sends partial sums, which needs "
+                         f"the plus_times semiring, but got {semiring!r}")
+
+
+def _check_row_blocks(semiring, row_blocks=1):
+    if not isinstance(row_blocks, (int, np.integer)) or row_blocks < 1:
+        raise ValueError(f"spmm: row_blocks must be an int >= 1, but got {row_blocks!r}")
 
 
 #: Every SpMM algorithm by name: the registry ``spmm(algorithm=...)`` looks up.
 SPMM_ALGORITHMS = {"local": _spmm_local, "1d": _spmm_1d, "1d-aware": _spmm_1d_aware,
                    "15d": spmm_15d, "15d-aware": spmm_15d_aware, "3d": spmm_3d}
 
+#: The options an algorithm takes beyond its operands: ``{algorithm: (defaults, check)}``.
+#: ``check(semiring, **options)`` validates them before any communication; an option
+#: given to another algorithm is refused by name (:func:`spmm`).
+SPMM_OPTIONS = {"1d-aware": ({"aggregation": "post", "codec": None}, _check_exchange),
+                "3d": ({"row_blocks": 1}, _check_row_blocks)}
+_NEUTRAL = {k: v for defaults, _ in SPMM_OPTIONS.values() for k, v in defaults.items()}
+
 #: The distributed algorithms, in registry order: what a GNN trains on and
 #: the commands (``spmm``, ``plan``, ``train``) offer.  ``local`` is not one.
 DISTRIBUTED_ALGORITHMS = tuple(name for name in SPMM_ALGORITHMS if name != "local")
 
 
-def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False, aggregation="post",
-         codec=None, row_blocks=1):
+def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False, **options):
     """``Y = A (+).(x) X`` for a distributed sparse A and dense X.
 
     Collective over the grid of A and X.
@@ -162,6 +180,10 @@ def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False, aggreg
     transpose_a : bool
         Multiply by ``Aᵀ`` instead (A square): uses :meth:`DistSparseMatrix.transposed`,
         built once and cached with its own exchange plans (the backward pass).
+    **options
+        The algorithm's own options (:data:`SPMM_OPTIONS`); one given to an
+        algorithm that does not take it is refused by name:
+
     aggregation : {"post", "pre", "hybrid"}
         ``1d-aware`` only: how cut edges are exchanged (:mod:`spgnn.core.hybrid`):
         raw source rows (post, the default), partial sums (pre), or per edge by
@@ -191,31 +213,29 @@ def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False, aggreg
     semiring = _check_operands(A, X, semiring)
     if algorithm is None:
         algorithm = _select(A, X)
-    if aggregation != "post" or codec is not None:
-        # Checked before any communication: every rank knows all of it.
-        if aggregation not in AGGREGATIONS:
-            raise ValueError(f"spmm: aggregation must be one of {AGGREGATIONS}, but got "
-                             f"{aggregation!r}")
-        if algorithm != "1d-aware":
-            raise ValueError(f"spmm: aggregation={aggregation!r} and codec={codec!r} need "
-                             f"algorithm='1d-aware', but got {algorithm!r}")
-        if aggregation != "post" and semiring.name != "plus_times":
-            raise ValueError(f"spmm: pre/hybrid aggregation sends partial sums, which needs "
-                             f"the plus_times semiring, but got {semiring!r}")
-        return _spmm_1d_aware(A, X, semiring, aggregation, codec)
     try:
         fn = SPMM_ALGORITHMS[algorithm]
     except KeyError:
         raise ValueError(f"spmm: unknown algorithm {algorithm!r}; expected one of "
                          f"{sorted(SPMM_ALGORITHMS)}") from None
-    if row_blocks != 1:
-        if not isinstance(row_blocks, (int, np.integer)) or row_blocks < 1:
-            raise ValueError(f"spmm: row_blocks must be an int >= 1, but got {row_blocks!r}")
-        if algorithm != "3d":
-            raise ValueError(f"spmm: row_blocks={row_blocks} needs algorithm='3d', but got "
-                             f"{algorithm!r}")
-        return fn(A, X, semiring, row_blocks=int(row_blocks))
-    return fn(A, X, semiring)
+    # Checked before any communication: every rank knows all of it.  An option at
+    # its neutral value (post, no codec, one row block) is as if not given.
+    unknown = sorted(set(options) - set(_NEUTRAL))
+    if unknown:
+        raise TypeError(f"spmm: unknown option(s) {unknown}; the algorithms' options are "
+                        f"{sorted(_NEUTRAL)}")
+    given = {k: v for k, v in options.items()
+             if not (v is _NEUTRAL[k] or (_NEUTRAL[k] is not None and v == _NEUTRAL[k]))}
+    defaults, check = SPMM_OPTIONS.get(algorithm, ({}, None))
+    foreign = sorted(set(given) - set(defaults))
+    if foreign:
+        takes = sorted(a for a, (d, _) in SPMM_OPTIONS.items() if set(foreign) & set(d))
+        raise ValueError(f"spmm: {', '.join(f'{k}={given[k]!r}' for k in foreign)} "
+                         f"need{'s' if len(foreign) == 1 else ''} algorithm "
+                         f"{' or '.join(repr(a) for a in takes)}, but got {algorithm!r}")
+    if check is not None:
+        check(semiring, **given)
+    return fn(A, X, semiring, **given)
 
 
 # ``DistSparseMatrix @ DistDenseMatrix`` is this function (dist_sparse cannot
