@@ -290,8 +290,11 @@ class TrainConfig:
 
     def _check(self):
         """Every check a rank can make alone, without the rank count."""
-        if self.dtype not in DTYPES:
-            raise ValueError(f"train: --dtype must be one of {DTYPES}, but got {self.dtype!r}")
+        for f in dataclasses.fields(self):          # the command's choices, from Python too
+            choices, value = f.metadata.get("choices"), getattr(self, f.name)
+            if choices is not None and value is not None and value not in choices:
+                raise ValueError(f"train: {_flag(f.name)} must be one of {tuple(choices)}, but "
+                                 f"got {value!r}")
         if self.epochs < 0:
             raise ValueError(f"train: --epochs must be >= 0, but got {self.epochs}")
         if self.hidden < 1 or self.layers < 1:
