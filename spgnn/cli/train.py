@@ -103,6 +103,8 @@ def train(comm, config, *, progress=False):
     ``graph``, ``seed``, ``n``, ``features``, ``classes``, and the mode's
     own (:func:`_mode_report`).
     """
+    if config.collective_timeout is not None:       # before the grids split from comm
+        comm.collective_timeout = config.collective_timeout
     try:
         config.check_ranks(comm.size)
         err = None

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backends._quant import ROUNDINGS
+from ..comm.watchdog import check_timeout
 from ..core.codec import QUANTIZE_CHOICES
 from ..core.hybrid import AGGREGATIONS
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
@@ -198,6 +199,11 @@ class TrainConfig:
                        metavar="DIR")
     save_weights: str = _opt(None, "write the final parameters (global matrices) as npz from "
                                    "rank 0", metavar="FILE")
+    collective_timeout: float = _opt(None, "seconds a collective may wait before the job ends, "
+                                           "naming the ranks that did not arrive (default "
+                                           "$SPGNN_COLLECTIVE_TIMEOUT or 600; 0: never; "
+                                           "docs/reliability.md)", type=float,
+                                     metavar="SECONDS")
 
     def __post_init__(self):
         if self.model not in MODELS:
@@ -311,6 +317,8 @@ class TrainConfig:
             raise ValueError(f"train: --dropout must lie in [0, 1), but got {self.dropout}")
         for o in self.spec.options:
             o.check(self.option(o.name))
+        if self.collective_timeout is not None:
+            check_timeout(self.collective_timeout, "train: --collective-timeout")
         if self.every < 1:
             raise ValueError(f"train: --every must be >= 1, but got {self.every}")
         if self.feature_dim is not None and self.feature_dim < 1:
