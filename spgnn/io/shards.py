@@ -45,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -361,6 +362,7 @@ def write_shards(graph, directory, parts, order, *, method="none", seed=0, sourc
         "fingerprint": fp, "files": entries,
     }
     atomic_write(directory / MANIFEST, lambda f: f.write(json.dumps(man, indent=1).encode()))
+    _readable(directory / MANIFEST)
     for tmp in (PROGRESS, ORDER):
         try:
             (directory / tmp).unlink()
@@ -370,8 +372,19 @@ def write_shards(graph, directory, parts, order, *, method="none", seed=0, sourc
 
 
 def _write_part(path, payload):
-    """One part file, atomically (a seam for the tests' interruptions)."""
+    """One part file, atomically (a seam for the tests' interruptions); readable as umask allows."""
     atomic_write(path, lambda f: f.write(payload))
+    _readable(path)
+
+
+def _readable(path):
+    # mkstemp makes 0600 files; shards on a shared file system are read by the job's ranks
+    mask = os.umask(0)
+    os.umask(mask)
+    try:
+        os.chmod(path, 0o666 & ~mask)
+    except OSError:
+        pass
 
 
 # ------------------------------------------------------------------------------------ reading
