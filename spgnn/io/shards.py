@@ -129,6 +129,12 @@ def read_manifest(directory) -> dict:
             or any(b < a for a, b in zip(off, off[1:])) or len(man["files"]) != man["parts"]):
         raise ShardError(f"{path}: inconsistent offsets / files for {man['parts']} parts "
                          f"of {man['n']} vertices")
+    bad = [k for k, e in enumerate(man["files"])
+           if not (isinstance(e, dict) and {"file", "bytes", "sha256"} <= set(e)
+                   and Path(str(e["file"])).name == e["file"])]
+    if bad:
+        raise ShardError(f"{path}: file entry {bad[0]} lacks file / bytes / sha256 (or names a "
+                         f"path outside the directory)")
     return man
 
 

@@ -283,3 +283,18 @@ def test_partition_command_writes_shards(tmp_path):
     r = subprocess.run(cmd[:-2] + [str(bad)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "not a shard directory" in r.stderr
     assert not Path(bad / "manifest.json").exists()
+
+
+def test_sparse_features_are_stored_as_csr(tmp_path):
+    x = sp.csr_array(np.where(np.asarray(G.features) > 0.8, G.features, 0))
+    g = Graph(adj=G.adj, features=x, labels=G.labels, train_mask=G.train_mask)
+    partition_to_shards(g, tmp_path / "s", 2, "random", SEED)
+    assert shard_io.read_manifest(tmp_path / "s")["features_stored"] == "csr"
+
+    def fn(comm):
+        ref = DistGraph.from_graph(g if comm.rank == 0 else None, comm, "1d-aware",
+                                   partition="random", seed=SEED)
+        got = DistGraph.from_shards(tmp_path / "s", comm, "1d-aware")
+        return _blocks(ref) == _blocks(got) and type(ref.features) is type(got.features)
+
+    assert all(run_loopback(2, fn))
