@@ -5,10 +5,11 @@ import sys
 import time
 
 from .errors import SpgnnError
-from .cli import bench, calibrate, datasets, demo, graph, info, plan, spmm, train
+from .cli import bench, calibrate, datasets, demo, graph, info, partition, plan, spmm, train
 
 COMMANDS = {"demo": demo, "info": info, "spmm": spmm, "plan": plan, "calibrate": calibrate,
-            "train": train, "datasets": datasets, "bench": bench, "graph": graph}
+            "train": train, "datasets": datasets, "bench": bench, "graph": graph,
+            "partition": partition}
 
 
 def main(argv=None):

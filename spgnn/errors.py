@@ -25,6 +25,7 @@ __all__ = [
     "BackendUnavailable",
     "BackendMismatch",
     "GraphFormatError",
+    "ShardError",
     "InputTooLarge",
     "RankMismatch",
     "DownloadError",
@@ -86,6 +87,11 @@ class GraphFormatError(SpgnnError, ValueError):
     The message starts with the file, then the 1-based line number for text
     formats (``edges.txt:17: ...``) or the member / key for binary ones.
     """
+
+
+class ShardError(GraphFormatError):
+    """A shard directory (:mod:`spgnn.io.shards`) is missing, truncated, corrupt, of another
+    format version, or unusable as asked; the message names the directory or the file."""
 
 
 class InputTooLarge(SpgnnError, MemoryError, ValueError):

@@ -51,12 +51,15 @@ from ..backends import get_backend
 from ..core.dist_dense import DistDenseMatrix
 from ..core.dist_sparse import DistSparseMatrix
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
-from ..errors import NonFiniteError
+from ..errors import GridError, NonFiniteError, ShardError
 from ..grid import default_grid_3d
 from ..layout import Layout, block_offsets
 from ..io.preprocess import (mean_adjacency, neighbour_pattern, normalized_adjacency,
+                             normalized_adjacency_rows, offdiagonal_pattern,
                              row_normalize_features)
+from ..io import shards as shard_io
 from ..io.synthetic import SYNTHETIC_HINT
+from ..local.csr import LocalCSR
 from ..partition import PARTITIONERS, double_permutation, partition_graph
 from .context import GraphContext
 from .placement import Plexus3D, Row1D, as_placement, check_choice
@@ -257,11 +260,9 @@ def order(comm, prepared, nparts, partition, seed, *, everyone, double):
         adj, x, nodes = prepared.adj, prepared.x, prepared.nodes
         n = adj.shape[0]
         if partition != "none":
-            coo = adj.tocoo()
-            off = coo.row != coo.col        # fresh arrays: Â itself is not touched
-            pattern = sp.csr_array((np.ones(int(off.sum()), dtype=np.float32),
-                                    (coo.row[off], coo.col[off])), shape=adj.shape)
-            perm, offsets, stats = partition_graph(pattern, partition, nparts, seed)
+            # fresh arrays: Â itself is not touched
+            perm, offsets, stats = partition_graph(offdiagonal_pattern(adj), partition, nparts,
+                                                   seed)
         else:
             offsets = np.asarray(block_offsets(n, nparts), dtype=np.int64)
         meta = dict(n=n, f=x.shape[1], c=int(max(nodes.label.max(initial=-1), -1)) + 1,
@@ -333,6 +334,103 @@ def scatter(ordered, grid, layouts, *, everyone, double, backend):
         shards.nodes_r = nodes(ordered.nodes_r)
         shards.A2 = sparse(ordered.adj2)
     return shards
+
+
+def shard_offsets(man, placement, grid):
+    """The row blocks of ``placement`` on ``grid`` from a shard manifest's ``K`` parts. Pure.
+
+    ``K`` equal to the placement's block count (``P`` for 1d, ``P/c`` for
+    1.5D): the parts; ``K = m·P``: every ``m`` consecutive parts make one
+    block (coarsened offsets); ``P = m·K``: every part is cut into ``m`` even
+    blocks.  3d cuts even blocks of the shards' order whatever ``K``.
+    Raises GridError naming the fix (``--parts``) when neither divides the other.
+    """
+    off = [int(v) for v in man["offsets"]]
+    k = len(off) - 1
+    if isinstance(placement, Plexus3D):
+        return tuple(off)
+    p = placement.nparts(grid)
+    if k == p:
+        return tuple(off)
+    if k % p == 0:
+        return tuple(off[::k // p])
+    if p % k == 0:
+        m = p // k
+        out = [0]
+        for i in range(k):
+            out += [off[i] + b for b in block_offsets(off[i + 1] - off[i], m)[1:]]
+        return tuple(out)
+    what = "P" if isinstance(placement, Row1D) else "P/c"
+    raise GridError(f"DistGraph.from_shards: the shards have K={k} parts, but "
+                    f"{placement.algorithm} on {grid.size} ranks cuts the graph into "
+                    f"{what}={p} row blocks, and neither divides the other; re-partition with "
+                    f"--parts {p} (or run on a rank count that divides or is a multiple of {k})")
+
+
+def read_shards(comm, grid, placement, directory, man, offsets, adjacency, normalize_features,
+                dtype, backend):
+    """The shard reader's steps 1, 2 and 4: ``(meta, Shards, files read)``. Collective.
+
+    Each rank reads only the rows of its blocks (their part files), builds
+    its block of Â from them and the stored degrees (bit for bit the rows of
+    :func:`prepare`'s Â), normalises its feature rows in the form the whole
+    matrix takes, and wraps the blocks (``from_local``): no graph data moves
+    between ranks.  A missing or damaged file raises
+    :class:`~spgnn.errors.ShardError` on every rank.
+    """
+    n, f = man["n"], man["num_features"]
+    layouts = placement.layouts(grid, n, offsets)
+    (ar, ac) = layouts.adjacency.bounds(grid, (n, n))
+    (xr, xc) = layouts.features.bounds(grid, (n, f))
+    (nr, _) = layouts.nodes.bounds(grid, (n, len(NodeData.FIELDS)))
+    lo = min(ar[0], xr[0], nr[0])
+    hi = max(ar[1], xr[1], nr[1])
+    block, err = None, None
+    try:
+        block = shard_io.read_rows(directory, man, lo, hi)
+    except ShardError as exc:
+        err = exc
+    comm.agree(err)
+    be = get_backend(backend)
+
+    def rows(a, r):
+        return a[r[0] - lo:r[1] - lo]
+
+    # Â's block
+    a_rows = rows(block.adj, ar)
+    if adjacency == "gcn":
+        a_hat = normalized_adjacency_rows(a_rows, np.arange(*ar), rows(block.deg, ar),
+                                          block.degree_of, dtype)
+    else:
+        pattern = sp.csr_array(a_rows, copy=True)
+        pattern.eliminate_zeros()
+        pattern.data[:] = 1.0
+        a_hat = mean_adjacency(pattern, dtype)
+    a_hat = sp.csr_array(a_hat[:, ac[0]:ac[1]]) if ac != (0, n) else a_hat
+    a_hat.sort_indices()
+    shape = a_hat.shape
+    idt = np.int32 if max(shape[0], shape[1], a_hat.nnz) < np.iinfo(np.int32).max else np.int64
+    local = LocalCSR(be.from_host(a_hat.indptr.astype(idt)), be.from_host(a_hat.indices.astype(idt)),
+                     be.from_host(a_hat.data), shape)
+    A = DistSparseMatrix.from_local(local, (n, n), grid, layouts.adjacency, backend=be)
+    # features
+    x_rows = rows(block.x, xr)
+    if normalize_features:
+        x = row_normalize_features(x_rows, dtype, form=man["feature_form"])
+    else:
+        x = _dense_features(x_rows, dtype)
+    x = np.ascontiguousarray(x[:, xc[0]:xc[1]])
+    nnz_x = comm.allgather_obj((xr, xc, int(np.count_nonzero(x))), label="gnn-setup:meta")
+    features = DistDenseMatrix.from_local(be.from_host(x), (n, f), grid, layouts.features,
+                                          backend=be)
+    # node data
+    nodes = NodeData(*(rows(getattr(block, name), nr) for name in NodeData.FIELDS))
+    packed = DistDenseMatrix.from_local(nodes.packed(), (n, len(NodeData.FIELDS)), grid,
+                                        layouts.nodes)
+    meta = dict(n=n, f=f, c=man["num_classes"], offsets=tuple(offsets),
+                nnz_x=sum(c for _, _, c in {(r, cc): (r, cc, c) for r, cc, c in nnz_x}.values()),
+                counts=dict(man["counts"]))
+    return meta, Shards(A, features, packed), block.files
 
 
 def _sparse_backed(features):
@@ -497,6 +595,74 @@ class DistGraph:
         return cls(comm, grid, placement, meta, shards, partition=partition, stats=ordered.stats,
                    adjacency=adjacency, sparse_features=bool(sparse_features), dtype=dtype,
                    backend=backend)
+
+    @classmethod
+    def from_shards(cls, directory, comm, placement="1d-aware", *, adjacency="gcn",
+                    normalize_features=True, sparse_features=None, dtype=np.float32,
+                    backend=None):
+        """Read a shard directory (``spgnn partition``, :mod:`spgnn.io.shards`) in parallel. Collective.
+
+        Each rank reads only the part files holding its rows: no rank holds
+        the whole graph, and features and labels never pass through rank 0
+        (rank 0 reads the small manifest and broadcasts it).  The result is
+        exactly what :meth:`from_graph` makes from the graph the shards were
+        written from with the same partition method and seed when the shards
+        have as many parts as the placement has row blocks (``P`` for 1d,
+        ``P/c`` for 1.5D): the same Â, features and node data, bit for bit,
+        so training is too.  ``K = m·P`` parts are coarsened (rank ``r``
+        reads parts ``m·r .. m·r+m-1``), ``P = m·K`` ranks cut each part into
+        ``m`` even blocks (each of the ``m`` ranks reads the whole part file
+        and keeps its rows); any other ``K`` raises GridError on every rank
+        naming the fix (``--parts``).  3d (``permute="none"``) reads even
+        blocks of the shards' order, any ``K``; ``permute="double"`` is
+        refused (its permutations need the whole Â).  Other parameters as in
+        :meth:`from_graph` (the partition is the shards': ``partition`` is
+        the manifest's method).
+
+        ``shard_files`` (attribute, local): the part files this rank read.
+
+        Raises
+        ------
+        ShardError
+            On every rank: a missing, truncated or damaged part file, a
+            missing manifest or one of another format version.
+        GridError, ValueError
+            On every rank, before reading any part.
+        """
+        placement = as_placement(placement)
+        on_device = get_backend(backend).xp is not np
+        _check_options(placement, "none", adjacency, sparse_features, on_device, dtype)
+        if isinstance(placement, Plexus3D) and placement.permute == "double":
+            raise ValueError("DistGraph.from_shards: Plexus3D(permute='double') is not supported "
+                             "from shards (its double permutation is drawn from the whole Â); "
+                             "use permute='none', or DistGraph.from_graph")
+        dtype = np.dtype(dtype)
+        grid = placement.make_grid(comm)
+        man, err = None, None
+        if comm.rank == 0:
+            try:
+                man = shard_io.read_manifest(directory)
+            except ShardError as exc:
+                err = exc
+        comm.agree(err)
+        man = comm.bcast_obj(man, root=0, label="gnn-setup:meta")
+        if adjacency == "gcn" and man.get("min_edge_weight", 0.0) < 0:
+            raise ValueError(f"DistGraph.from_shards: {directory} has an edge of weight "
+                             f"{man['min_edge_weight']}; GCN's normalisation D^-1/2 (A + I) "
+                             f"D^-1/2 needs non-negative edge weights (the mean aggregator "
+                             f"reads the pattern only)")
+        offsets = shard_offsets(man, placement, grid)
+        meta, shards, files = read_shards(comm, grid, placement, directory, man, offsets,
+                                          adjacency, normalize_features, dtype, backend)
+        if sparse_features is None:
+            sparse_features = (not isinstance(placement, Plexus3D) and not on_device
+                               and meta["nnz_x"] <= SPARSE_DENSITY * max(1, meta["n"] * meta["f"]))
+        method = man.get("partition", {}).get("method", "none")
+        out = cls(comm, grid, placement, meta, shards, partition=method, stats=None,
+                  adjacency=adjacency, sparse_features=bool(sparse_features), dtype=dtype,
+                  backend=backend)
+        out.shard_files = files
+        return out
 
     @property
     def AT(self):

@@ -15,6 +15,9 @@ Formats (see ``docs/data.md`` for the details of each), one module each:
 * the MUSAE csv/json layout — :func:`load_musae` (``musae.py``);
 * ``.npz`` archives — :func:`load_npz` / :func:`save_npz` (``npz.py``);
 * OGB's raw csv layout (ogbn-arxiv) — :func:`load_ogb_node` (``ogb.py``);
+* shard directories (a partitioned graph, one file per part, read rank by
+  rank) — :func:`is_shard_dir`, :func:`read_manifest`, :func:`write_shards`
+  (``shards.py``; loaded by ``DistGraph.from_shards``);
 * and one entry point for command lines, :func:`load_graph` (``load.py``),
   which also builds the synthetic graphs of :mod:`spgnn.io.generators`
   (:func:`rmat`, :func:`sbm`) and loads the named datasets of
@@ -48,6 +51,7 @@ from .ogb import load_ogb_node
 from .planetoid import load_planetoid
 from .preprocess import (mean_adjacency, neighbour_pattern, normalized_adjacency, random_projection,
                          row_normalize_features, symmetric_pattern, symmetrize, without_self_loops)
+from .shards import is_shard_dir, read_manifest, write_shards
 from .snap import load_snap_edgelist
 from .synthetic import synthetic_features, synthetic_labels, with_synthetic
 
@@ -57,6 +61,8 @@ __all__ = [
     # loading
     "load_graph", "load_on_root", "load_adjacency", "load_planetoid", "load_snap_edgelist",
     "load_jlg", "load_matrix_market", "load_musae", "load_npz", "save_npz", "load_ogb_node",
+    # sharded graphs (spgnn partition; DistGraph.from_shards)
+    "is_shard_dir", "read_manifest", "write_shards",
     # named datasets and the download cache
     "DATASETS", "Dataset", "RemoteFile", "dataset_names", "get_dataset", "fetch_dataset",
     "load_dataset", "dataset_status", "register_dataset", "cache_dir", "DownloadError",

@@ -36,10 +36,15 @@ __all__ = [
     "symmetrize",
     "without_self_loops",
     "normalized_adjacency",
+    "undirected_weights",
+    "gcn_degrees",
+    "normalized_adjacency_rows",
     "neighbour_pattern",
     "mean_adjacency",
     "symmetric_pattern",
+    "offdiagonal_pattern",
     "row_normalize_features",
+    "feature_form",
     "random_projection",
 ]
 
@@ -98,13 +103,75 @@ def normalized_adjacency(adj, dtype=np.float32):
     scipy.sparse.csr_array of ``dtype``, symmetric, sorted indices, no
     duplicates.
     """
-    a = without_self_loops(symmetrize(sp.csr_array(adj, dtype=np.float64)))
+    a = undirected_weights(adj)
     n = a.shape[0]
     a = a + sp.eye_array(n, dtype=np.float64, format="csr")
     deg = np.asarray(a.sum(axis=1)).ravel()
-    dinv = np.where(deg > 0, 1.0 / np.sqrt(np.where(deg > 0, deg, 1.0)), 0.0)
-    d = sp.diags_array(dinv)
+    d = sp.diags_array(_inverse_sqrt(deg))
     out = sp.csr_array(d @ a @ d, dtype=dtype)
+    out.sum_duplicates()
+    out.sort_indices()
+    return out
+
+
+def _inverse_sqrt(deg):
+    """``D^-1/2`` of the degrees ``deg`` (float64); a degree <= 0 gives 0 (no NaN)."""
+    return np.where(deg > 0, 1.0 / np.sqrt(np.where(deg > 0, deg, 1.0)), 0.0)
+
+
+def undirected_weights(adj):
+    """``A'``: ``adj`` symmetrised (max of both directions) without stored self-loops. Local, pure.
+
+    The float64 CSR every model here starts from (:func:`normalized_adjacency`
+    and :func:`neighbour_pattern` begin with it); sorted indices.
+    """
+    return without_self_loops(symmetrize(sp.csr_array(adj, dtype=np.float64)))
+
+
+def gcn_degrees(adj, *, undirected=False):
+    """The degrees ``D`` of GCN's ``A' + I`` (float64 row sums), as :func:`normalized_adjacency`. Local, pure.
+
+    The only global quantity GCN's normalisation needs: with them, any rows of
+    ``Â`` follow from those rows of ``A'`` alone (:func:`normalized_adjacency_rows`).
+    ``undirected=True``: ``adj`` is ``A'`` already (:func:`undirected_weights`).
+    """
+    a = adj if undirected else undirected_weights(adj)
+    a = a + sp.eye_array(a.shape[0], dtype=np.float64, format="csr")
+    return np.asarray(a.sum(axis=1)).ravel()
+
+
+def normalized_adjacency_rows(rows, row_ids, deg_rows, deg_cols, dtype=np.float32):
+    """Rows ``row_ids`` of :func:`normalized_adjacency`, from those rows of ``A'`` and degrees. Local, pure.
+
+    Parameters
+    ----------
+    rows : scipy sparse, shape (r, n)
+        Rows ``row_ids`` of ``A'`` (:func:`undirected_weights`) with global
+        column ids: no diagonal entries, sorted indices.
+    row_ids : int array (r,)
+        Their global ids (where each row's ``I`` entry goes).
+    deg_rows : float64 array (r,)
+        :func:`gcn_degrees` of those rows.
+    deg_cols : callable
+        ``deg_cols(ids)``: the degrees of the global column ids ``ids``.
+    dtype : numpy dtype
+
+    Returns
+    -------
+    scipy.sparse.csr_array (r, n) of ``dtype``: bit for bit those rows of
+    ``normalized_adjacency(A, dtype)`` (same products in the same order,
+    ``(d_i a_ij) d_j`` in float64, products equal to 0 dropped as the sparse
+    product drops them, one rounding to ``dtype``).
+    """
+    rows = sp.csr_array(rows, dtype=np.float64)
+    r, n = rows.shape
+    row_ids = np.asarray(row_ids, dtype=np.int64)
+    eye = sp.csr_array((np.ones(r), (np.arange(r), row_ids)), shape=(r, n))
+    a = (rows + eye).tocoo()
+    col_scale = _inverse_sqrt(np.asarray(deg_cols(a.col), dtype=np.float64))
+    v = (_inverse_sqrt(np.asarray(deg_rows, dtype=np.float64))[a.row] * a.data) * col_scale
+    keep = v != 0
+    out = sp.csr_array((v[keep].astype(dtype), (a.row[keep], a.col[keep])), shape=(r, n))
     out.sum_duplicates()
     out.sort_indices()
     return out
@@ -173,7 +240,32 @@ def symmetric_pattern(adj):
     return S
 
 
-def row_normalize_features(x, dtype=np.float32):
+def feature_form(x):
+    """``"csr"`` or ``"dense"``: how :func:`row_normalize_features` computes on ``x``. Local, pure.
+
+    Sparse input, and dense input with at most :data:`SPARSE_DENSITY` of its
+    entries non-zero, are ``"csr"``.
+    """
+    if sp.issparse(x):
+        return "csr"
+    x = np.asarray(x)
+    return "csr" if x.size and np.count_nonzero(x) <= SPARSE_DENSITY * x.size else "dense"
+
+
+def offdiagonal_pattern(adj):
+    """The stored entries of ``adj`` off the diagonal, as float32 ones. Local, pure.
+
+    What :class:`spgnn.gnn.DistGraph` partitions (the pattern of ``Â`` without
+    its ``I``), and so what ``spgnn partition`` partitions before writing shards:
+    the two orders are the same for the same method and seed.
+    """
+    coo = sp.coo_array(adj)
+    off = coo.row != coo.col
+    return sp.csr_array((np.ones(int(off.sum()), dtype=np.float32), (coo.row[off], coo.col[off])),
+                        shape=adj.shape)
+
+
+def row_normalize_features(x, dtype=np.float32, *, form=None):
     """Each feature row divided by its sum; a row summing to 0 stays 0 (no NaN). Local, pure.
 
     Parameters
@@ -185,6 +277,10 @@ def row_normalize_features(x, dtype=np.float32):
     dtype : numpy dtype
         Of the result.  Sums and quotients are float64, rounded once to
         ``dtype``; ``float64`` keeps them exact (for a projection that follows).
+    form : {None, "csr", "dense"}
+        Force the CSR or the dense computation (``None``: chosen as above).
+        A reader of some rows passes the form the whole matrix would take
+        (:func:`feature_form`), so that its rows are those of the whole.
 
     Returns
     -------
@@ -202,10 +298,17 @@ def row_normalize_features(x, dtype=np.float32):
     of the zeros in a row with a negative sum: in CSR form they stay +0.0,
     in dense form ``0.0 / s`` is -0.0.
     """
-    if not sp.issparse(x):
-        x = np.asarray(x)
-        if x.size and np.count_nonzero(x) <= SPARSE_DENSITY * x.size:
-            x = sp.csr_array(x)
+    if form not in (None, "csr", "dense"):
+        raise ValueError(f"row_normalize_features: form must be None, 'csr' or 'dense', but got "
+                         f"{form!r}")
+    if form is None:
+        form = feature_form(x)
+    if form == "csr" and not sp.issparse(x):
+        x = sp.csr_array(np.asarray(x))
+    elif form == "dense" and sp.issparse(x):
+        x = sp.csr_array(x, dtype=np.float64)
+        x.sum_duplicates()
+        x = x.toarray()
     if sp.issparse(x):
         x = sp.csr_array(x, dtype=np.float64, copy=True)   # sum_duplicates works in place
         x.sum_duplicates()

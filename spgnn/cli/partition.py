@@ -1,0 +1,100 @@
+"""``python -m spgnn partition``: partition a graph once and write it as shards (docs/data.md).
+
+One process (a preprocessing tool: it holds the whole graph), then any number
+of parallel runs read the shards, each rank only its own rows
+(:meth:`spgnn.gnn.DistGraph.from_shards`)::
+
+    python -m spgnn partition --graph cora --parts 4 --method metis --out /shared/cora-4
+    srun -n 4 python -m spgnn train --graph /shared/cora-4 ...
+
+The graph is loaded as ``train`` loads it (``--features`` / ``--labels``
+specs for a graph without them; a random stratified ``--split`` when it has
+no split, 0.6:0.2 by default), partitioned by :func:`spgnn.partition.partition_graph`
+on the pattern ``DistGraph`` partitions, and written with
+:func:`spgnn.partition.to_shards.partition_to_shards`: an interrupted run
+resumes when run again with the same arguments.
+"""
+
+import time
+
+from . import print_result
+from ._graph_options import add_graph_options, graph_options
+
+
+def add_parser(sub):
+    from ..io.synthetic import FEATURE_SPECS, LABEL_SPECS
+    from ..partition import PARTITIONERS
+
+    p = sub.add_parser("partition", help="partition a graph into K parts and write them as "
+                                         "shards a parallel run reads rank by rank")
+    p.add_argument("--graph", required=True, help="dataset name, graph file or generator spec")
+    p.add_argument("--parts", type=int, required=True, metavar="K",
+                   help="number of parts (the rank count of the runs, or a multiple or divisor)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="shard directory (new or empty; an interrupted run's DIR resumes)")
+    p.add_argument("--method", default="metis", choices=tuple(PARTITIONERS),
+                   help="partitioner (default metis)")
+    p.add_argument("--seed", type=int, default=0, help="partitioner seed (default 0)")
+    p.add_argument("--name", default=None, help="dataset name inside a folder")
+    add_graph_options(p)
+    p.add_argument("--features", default=None, metavar="SPEC",
+                   help="replace (or provide) the node features: " + " | ".join(FEATURE_SPECS))
+    p.add_argument("--labels", default=None, metavar="SPEC",
+                   help="replace (or provide) the labels: " + " | ".join(LABEL_SPECS))
+    p.add_argument("--split", default=None, metavar="TRAIN:VAL",
+                   help="random stratified split (default: the graph's own, else 0.6:0.2)")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of --split (default 0)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _split(text):
+    """``"0.6:0.2"`` as two floats (``Graph.random_split`` checks the fractions), or None."""
+    if text is None:
+        return None
+    fields = str(text).split(":")
+    try:
+        if len(fields) != 2:
+            raise ValueError(text)
+        return float(fields[0]), float(fields[1])
+    except ValueError:
+        raise ValueError(f"partition: --split must look like 0.6:0.2, but got {text!r}") from None
+
+
+def run(args):
+    from ..comm import Communicator
+    from ..io import load_graph
+    from ..io.synthetic import check_feature_spec, check_label_spec, with_synthetic
+    from ..partition.to_shards import partition_to_shards
+
+    if args.parts < 1:
+        raise ValueError(f"partition: --parts must be >= 1, but got {args.parts}")
+    split = _split(args.split)
+    if args.features is not None:
+        check_feature_spec(args.features, "--features")
+    if args.labels is not None:
+        check_label_spec(args.labels, "--labels")
+    comm = Communicator.world()
+    if comm.size > 1:
+        raise ValueError(f"partition: runs in one process (it writes every shard), but was "
+                         f"started on {comm.size} ranks; run it without mpiexec/srun")
+    t0 = time.perf_counter()
+    graph = with_synthetic(load_graph(args.graph, name=args.name, **graph_options(args)),
+                           args.features, args.labels)
+    if split is None and graph.train_mask is None:
+        split = (0.6, 0.2)
+    if split is not None:
+        graph = graph.random_split(*split, seed=args.split_seed)
+    t_load = time.perf_counter() - t0
+    kept = []
+    man = partition_to_shards(graph, args.out, args.parts, args.method, args.seed,
+                              source=args.graph, progress=lambda k, was_kept: kept.append(was_kept))
+    result = {"out": str(args.out), "graph": man["name"], "n": man["n"], "nnz": man["nnz"],
+              "parts": man["parts"], "method": args.method, "seed": args.seed,
+              "rows_per_part": [b - a for a, b in zip(man["offsets"], man["offsets"][1:])],
+              "halo_per_part": [e["halo"] for e in man["files"]],
+              "bytes": sum(e["bytes"] for e in man["files"]),
+              "up_to_date": not kept, "parts_kept": sum(kept), "parts_written": len(kept) - sum(kept),
+              "load_seconds": round(t_load, 3),
+              "seconds": round(time.perf_counter() - t0, 3)}
+    print_result(comm, result, args.json)
+    return 0
