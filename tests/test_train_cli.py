@@ -182,3 +182,24 @@ def test_sage_reaches_80_percent_on_cora(sampler):
     rep = _json(proc)
     assert rep["epochs"] == 50 and rep["ranks"] == 4
     assert rep["test_acc"] >= 0.80, rep
+
+
+def test_train_from_shards_equals_load_and_scatter(tmp_path):
+    """Issue 37: ``train --graph DIR`` reads each rank's own shard; the run is the one of the
+    graph the shards were written from, with the same partition, bit for bit."""
+    out = tmp_path / "shards"
+    proc = subprocess.run([sys.executable, "-m", "spgnn", "partition", *GRAPH, "--parts", "2",
+                           "--out", str(out), "--method", "random"], capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    common = ["--algo", "1d-aware", "--epochs", "3", "--json", "--no-progress"]
+    shards = _json(run_mpi(["-m", "spgnn", "train", "--graph", str(out), *common], 2,
+                           timeout=120))
+    scatter = _json(_train(2, "--partition", "random", *common))
+    assert shards["loss_history"] == scatter["loss_history"]
+    assert shards["bytes_per_epoch_by_label"] == scatter["bytes_per_epoch_by_label"]
+    assert shards["test_acc"] == scatter["test_acc"] and shards["graph"] == "sbm:300:3:0"
+    # what the shards fixed at partition time is refused by name
+    proc = run_mpi(["-m", "spgnn", "train", "--graph", str(out), "--epochs", "1"], 2,
+                   timeout=120)
+    assert proc.returncode != 0 and "--algo auto ranks configurations" in proc.stdout

@@ -17,8 +17,17 @@ import scipy.sparse as sp
 from ..checkpoint import DirectoryLock, load_training_state
 from ..errors import CheckpointError, NonFiniteError
 from ..gnn.config import EXCHANGE_RECORD_DEFAULTS
+from ..io import read_manifest
 
-__all__ = ["graph_fingerprint", "lock", "resume", "checkpoint_state"]
+__all__ = ["data_fingerprint", "graph_fingerprint", "lock", "resume", "checkpoint_state"]
+
+
+def data_fingerprint(config, graph):
+    """What a resume must match of the data: the shards' checksums, or the loaded graph's. Local."""
+    if config.sharded:
+        man = read_manifest(config.graph)
+        return {"shards": [[e["file"], e["sha256"]] for e in man["files"]]}
+    return graph_fingerprint(graph)
 
 
 def graph_fingerprint(graph):

@@ -124,12 +124,13 @@ def train(comm, config, *, progress=False):
 
 
 def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
-    graph = load_on_root(comm, config.load_graph)     # a bad path raises on every rank
+    # a bad path raises on every rank; shards are read by every rank in build()
+    graph = None if config.sharded else load_on_root(comm, config.load_graph)
     # the data a resume must match, not only the --graph string
-    record = dict(config.record(comm.size), data=comm.bcast_obj(
-        _resume.graph_fingerprint(graph) if graph is not None else None, root=0, label="train:meta"))
+    name, data = _on_root(comm, lambda: (config.data_name() if config.sharded else graph.name,
+                                         _resume.data_fingerprint(config, graph)))
+    record = dict(config.record(comm.size), data=data)
     built = config.build(comm, graph)
-    name = comm.bcast_obj(graph.name if graph is not None else None, root=0, label="train:meta")
     del graph
     if built.auto and comm.rank == 0:
         cfg = built.config
@@ -185,6 +186,18 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
         out.update(backend="cupy", gpu_comm=comm.gpu_comm)
     out.update(_mode_report(comm, built, metrics.last, selection, restored, last_ev))
     return out
+
+
+def _on_root(comm, compute):
+    """``compute()`` on rank 0, broadcast; its error raised on every rank. Collective."""
+    out, err = None, None
+    if comm.rank == 0:
+        try:
+            out = compute()
+        except (ValueError, OSError) as exc:
+            err = exc
+    comm.agree(err)
+    return comm.bcast_obj(out, root=0, label="train:meta")
 
 
 def _mode_report(comm, built, last, selection, restored, last_ev):

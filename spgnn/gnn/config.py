@@ -38,7 +38,7 @@ from ..core.hybrid import AGGREGATIONS
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
 from ..errors import NonFiniteError
 from ..grid import parse_grid
-from ..io import load_graph
+from ..io import is_shard_dir, load_graph, read_manifest
 from ..io.preprocess import random_projection, row_normalize_features
 from ..io.synthetic import check_feature_spec, check_label_spec, with_synthetic
 from ..partition import PARTITIONERS
@@ -226,6 +226,11 @@ class TrainConfig:
         return self.spec.training == "minibatch"
 
     @property
+    def sharded(self) -> bool:
+        """``graph`` is a shard directory (``spgnn partition``): every rank reads its own part."""
+        return is_shard_dir(self.graph)
+
+    @property
     def reduced_exchange(self) -> bool:
         """Pre/hybrid aggregation, quantization or label propagation: ``1d-aware`` only."""
         return self.aggregation != "post" or self.quantize != "none" or bool(self.label_prop)
@@ -334,6 +339,27 @@ class TrainConfig:
             self._check_minibatch()
         else:
             self._check_full_graph()
+        if self.sharded:
+            self._check_shards()
+
+    def _check_shards(self):
+        """What a shard directory fixes at ``spgnn partition`` time, or cannot do."""
+        why = {"model": "a sampled model reads the whole graph" if self.minibatch else None,
+               "algo": "--algo auto ranks configurations on the whole graph, which no rank "
+                       "holds: name the algorithm" if self.algo == "auto" else None,
+               "replication": "name c" if self.replication == "auto" else None,
+               "permute": "the double permutation needs the whole adjacency"
+               if self.permute != "none" else None}
+        fixed = [n for n in ("partition", "features", "labels", "split", "feature_dim",
+                             "num_nodes", "relabel") if self._given(n)]
+        for name, reason in why.items():
+            if reason is not None:
+                raise ValueError(f"train: --graph {self.graph} holds shards: {reason} "
+                                 f"({self.flag_values(name)})")
+        if fixed:
+            raise ValueError(f"train: --graph {self.graph} holds shards, partitioned and "
+                             f"preprocessed when they were written (spgnn partition): "
+                             f"{', '.join(_flag(n) for n in fixed)} cannot apply")
 
     def _check_full_graph(self):
         spec, algo = self.spec, self.algo
@@ -415,6 +441,10 @@ class TrainConfig:
         out["ranks"] = int(ranks)
         return out
 
+    def data_name(self):
+        """A sharded graph's name (from its manifest; rank 0 reads it). Local."""
+        return read_manifest(self.graph).get("name") or str(self.graph)
+
     def hec_config(self):
         """The :class:`~spgnn.gnn.hec.HECConfig` of ``hec on``."""
         return HECConfig(cs=self.hec_capacity, ls=self.hec_life, nc=self.hec_push_cap,
@@ -466,6 +496,9 @@ class TrainConfig:
     def build(self, comm, graph):
         """The trainer of this run, over ``graph`` (rank 0; others pass None). Collective.
 
+        A sharded ``graph`` directory needs no ``graph`` (pass None): every
+        rank reads its own parts (:meth:`DistGraph.from_shards`).
+
         Returns a :class:`Built`.  With ``algo auto`` (or ``replication
         auto``) the time model chooses first (rank 0 ranks, every rank gets
         the choice) and ``Built.config`` holds the resolved algorithm.
@@ -507,10 +540,13 @@ class TrainConfig:
         cfg, auto = self, None
         if self.algo == "auto" or self.replication == "auto":
             cfg, auto = self._choose(comm, graph)
-        dg = DistGraph.from_graph(graph, comm, cfg.placement(), partition=cfg.partition,
-                                  adjacency=cfg.spec.adjacency, backend=cfg.backend,
-                                  seed=cfg.seed, dtype=np.dtype(cfg.dtype),
-                                  normalize_features=not cfg.feature_dim)
+        common = dict(adjacency=cfg.spec.adjacency, backend=cfg.backend,
+                      dtype=np.dtype(cfg.dtype), normalize_features=not cfg.feature_dim)
+        if cfg.sharded:          # the "read shards" step instead of "scatter"
+            dg = DistGraph.from_shards(cfg.graph, comm, cfg.placement(), **common)
+        else:
+            dg = DistGraph.from_graph(graph, comm, cfg.placement(), partition=cfg.partition,
+                                      seed=cfg.seed, **common)
         lp = LabelPropagation(dg, cfg.label_prop, cfg.seed) if cfg.label_prop else None
         model = cfg.spec.build(dg.num_features if lp is None else lp.num_features,
                                dg.num_classes, cfg)
