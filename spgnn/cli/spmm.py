@@ -153,13 +153,16 @@ def measure(comm, args):
     from spgnn.bench import time_collective
 
     p = comm.size
-    # Checks every rank can make: before any communication.
+    # Checks every rank makes alike, agreed so that the command prints one line (exit 2)
+    err = None
     if (args.algo in ("15d", "15d-aware") and args.replication != "auto"
             and (args.replication < 1 or p % args.replication)):
-        raise SystemExit(f"spmm: --replication must divide the {p} ranks, "
-                         f"but got {args.replication}")
-    if args.feat < 0 or args.repeat < 1:
-        raise SystemExit("spmm: --feat must be >= 0 and --repeat >= 1")
+        err = ValueError(f"spmm: --replication must divide the {p} ranks, but got "
+                         f"{args.replication}")
+    elif args.feat < 0 or args.repeat < 1:
+        err = ValueError(f"spmm: --feat must be >= 0 and --repeat >= 1, but got {args.feat} and "
+                         f"{args.repeat}")
+    comm.agree(err)
     # unknown, or no usable device on some rank (cupy): the same error on every rank
     be = resolve_backend(comm, args)
     auto, err = None, None

@@ -68,3 +68,15 @@ def test_unusable_options_are_one_line(name, files):
     lines = [ln for ln in proc.stderr.splitlines() if f"spgnn {argv[0]}: error:" in ln]
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_spmm_bad_replication_is_one_line_on_two_ranks():
+    """Issue 38: every rank printed the message (two ranks' lines ran together), without the
+    command's prefix, and the job exited 0 or 1; now one agreed line and exit 2."""
+    from spgnn.testing.mpi import run_mpi
+
+    proc = run_mpi(["-m", "spgnn", "spmm", "--graph", "rmat:8", "--algo", "15d",
+                    "--replication", "3"], 2, timeout=120)
+    lines = [ln for ln in proc.stdout.splitlines() if "spgnn spmm: error:" in ln]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout
+    assert "--replication must divide the 2 ranks, but got 3" in lines[0], proc.stdout
