@@ -324,6 +324,10 @@ class TrainConfig:
             o.check(self.option(o.name))
         if self.collective_timeout is not None:
             check_timeout(self.collective_timeout, "train: --collective-timeout")
+        for option in ("seed", "split_seed"):
+            if getattr(self, option) < 0:
+                raise ValueError(f"train: {_flag(option)} must be >= 0 (it keys counter-based "
+                                 f"random streams), but got {getattr(self, option)}")
         if self.every < 1:
             raise ValueError(f"train: --every must be >= 1, but got {self.every}")
         if self.feature_dim is not None and self.feature_dim < 1:

@@ -36,6 +36,7 @@ G = "sbm:60:3:0"
     (dict(model="gcn", algo="2d"), "--algo must be one of ('auto', '1d'"),
     (dict(model="gcn", dtype="float16"), "--dtype must be one of ('float32', 'float64')"),
     (dict(model="gcn", collective_timeout=-1.0), "--collective-timeout must be a number of sec"),
+    (dict(model="gcn", seed=-1), "--seed must be >= 0"),
 ])
 def test_options_that_do_not_apply_are_refused_by_name(kw, needle):
     with pytest.raises(ValueError, match=None) as info:
