@@ -27,6 +27,11 @@ def run(args):
 
     grid = grid_1d()
     comm = grid.world
+    # every rank judges the same arguments: one agreed line (exit 2), no traceback
+    for option, value, low in (("--scale", args.scale, 1), ("--edge-factor", args.edge_factor, 1),
+                               ("--feat", args.feat, 1), ("--seed", args.seed, 0)):
+        if value < low:
+            comm.raise_together(ValueError(f"demo: {option} must be >= {low}, but got {value}"))
     # Every rank generates the same graph from the seed: no file, no broadcast.
     a = rmat(args.scale, args.edge_factor, seed=args.seed, scramble=False)
     x = np.random.default_rng(args.seed + 1).standard_normal((a.shape[0], args.feat)).astype(np.float32)

@@ -80,3 +80,12 @@ def test_spmm_bad_replication_is_one_line_on_two_ranks():
     lines = [ln for ln in proc.stdout.splitlines() if "spgnn spmm: error:" in ln]
     assert proc.returncode == 2 and len(lines) == 1, proc.stdout
     assert "--replication must divide the 2 ranks, but got 3" in lines[0], proc.stdout
+
+
+def test_demo_sizes_are_checked_by_name():
+    """Issue 38: ``demo --feat 0`` ended in a numpy error that named no option."""
+    proc = subprocess.run([sys.executable, "-m", "spgnn", "demo", "--feat", "0"],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    lines = [ln for ln in proc.stderr.splitlines() if "spgnn demo: error:" in ln]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "--feat must be >= 1, but got 0" in lines[0], proc.stderr
