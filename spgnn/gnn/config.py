@@ -324,14 +324,7 @@ class TrainConfig:
             o.check(self.option(o.name))
         if self.collective_timeout is not None:
             check_timeout(self.collective_timeout, "train: --collective-timeout")
-        for option in ("seed", "split_seed"):
-            if getattr(self, option) < 0:
-                raise ValueError(f"train: {_flag(option)} must be >= 0 (it keys counter-based "
-                                 f"random streams), but got {getattr(self, option)}")
-        if self.every < 1:
-            raise ValueError(f"train: --every must be >= 1, but got {self.every}")
-        if self.feature_dim is not None and self.feature_dim < 1:
-            raise ValueError(f"train: --feature-dim must be >= 1, but got {self.feature_dim}")
+        self._at_least(seed=0, split_seed=0, every=1, feature_dim=1)   # seeds key random streams
         _parse_split(self.split)
         if self.features is not None:
             check_feature_spec(self.features, "--features")
@@ -365,6 +358,13 @@ class TrainConfig:
                              f"preprocessed when they were written (spgnn partition): "
                              f"{', '.join(_flag(n) for n in fixed)} cannot apply")
 
+    def _at_least(self, **lows):
+        """Raise ValueError naming the first option (not None) below its lower bound."""
+        for name, low in lows.items():
+            value = getattr(self, name)
+            if value is not None and value < low:
+                raise ValueError(f"train: {_flag(name)} must be >= {low}, but got {value}")
+
     def _check_full_graph(self):
         spec, algo = self.spec, self.algo
         if spec.algorithms and (algo not in ("auto",) + spec.algorithms or self.grid is not None
@@ -379,8 +379,7 @@ class TrainConfig:
         if self.replication == "auto" and (self.wants_3d or self.grid is not None):
             raise ValueError("train: --replication auto chooses a 1.5D c; --grid, --permute "
                              "and --agg-blocks choose 3d")
-        if self.agg_blocks < 1:
-            raise ValueError(f"train: --agg-blocks must be >= 1, but got {self.agg_blocks}")
+        self._at_least(agg_blocks=1)
 
     def _check_minibatch(self):
         if self.replication == "auto":
@@ -388,10 +387,7 @@ class TrainConfig:
         if self.batch_size < 1 or (self.bulk is not None and self.bulk < 1):
             raise ValueError(f"train: --batch-size and --bulk must be >= 1, but got "
                              f"{self.batch_size} and {self.bulk}")
-        if self.eval_every < 0:
-            raise ValueError(f"train: --eval-every must be >= 0, but got {self.eval_every}")
-        if self.ladies_size is not None and self.ladies_size < 1:
-            raise ValueError(f"train: --ladies-size must be >= 1, but got {self.ladies_size}")
+        self._at_least(eval_every=0, ladies_size=1)
         if self.hec is not None and self.partition not in _HALO_PARTITIONS:
             raise ValueError(f"train: --hec {self.hec} trains on a partitioned graph: give "
                              f"--partition {'|'.join(_HALO_PARTITIONS)} (a replicated graph has "
