@@ -222,7 +222,7 @@ class _Minibatches(Source):
         return self.mg.num_features
 
     def place(self, model):
-        hops = len(getattr(self.sampler, "fanouts", getattr(self.sampler, "layer_sizes", ())))
+        hops = self.sampler.hops
         if hops != model.hops:
             raise ValueError(f"{type(self).__name__}: the sampler has {hops} hops but the model "
                              f"{model.hops} graph layers")

@@ -426,6 +426,11 @@ def _check_sizes(sizes, what):
 class _Sampler:
     kind = ""
 
+    @property
+    def hops(self) -> int:
+        """Sampled hops, one per graph layer of the model trained on them."""
+        return len(self.sizes)
+
     def sample(self, A, batches, minibatch_ids=None, *, epoch=0, backend=None) -> BulkSample:
         """Sample a bulk of minibatches on this process. Local: no communication.
 
@@ -508,7 +513,7 @@ class GraphSAGESampler(_Sampler):
     kind = "sage"
 
     def __init__(self, fanouts, *, frontier="tree", include_dst=False, method="auto", seed=0):
-        self.fanouts = _check_sizes(fanouts, "GraphSAGESampler: fanouts")
+        self.fanouts = self.sizes = _check_sizes(fanouts, "GraphSAGESampler: fanouts")
         if frontier not in FRONTIERS:
             raise ValueError(f"GraphSAGESampler: frontier must be one of {FRONTIERS}, but got "
                              f"{frontier!r}")
@@ -643,7 +648,7 @@ class LADIESSampler(_Sampler):
 
     def __init__(self, layer_sizes, *, ladies_prob="sum_of_squares", include_batch=True,
                  method="auto", keep_prob=False, seed=0):
-        self.layer_sizes = _check_sizes(layer_sizes, "LADIESSampler: layer_sizes")
+        self.layer_sizes = self.sizes = _check_sizes(layer_sizes, "LADIESSampler: layer_sizes")
         self.ladies_prob = _ladies_formula(ladies_prob)
         if method not in SAMPLE_METHODS or method == "floyd":
             raise ValueError(f"LADIESSampler: method must be 'auto', 'es' or 'its' (weighted), "
