@@ -38,6 +38,7 @@ SUITES = {
     "gcn_accuracy": "GCN test accuracy over seeds at 1 and 4 ranks",
     "sage_accuracy": "minibatch GraphSAGE accuracy with the sage and ladies samplers",
     "partition_table": "partitioners on real graphs: volumes, max send, imbalance",
+    "scale": "setup, epoch and peak memory of train as the graph grows (medians of fresh jobs)",
 }
 
 
