@@ -89,6 +89,9 @@ def _strip_comment_lines(text: bytes, comment: bytes | None) -> bytes:
 
 
 _INT_TOKEN = re.compile(rb"[+-]?\d{1,18}\Z")
+#: Integers the int64 tables hold: |v| < 2**63 - 1 (numpy's parser saturates to 2**63 - 1).
+_INT64_MAX = np.iinfo(np.int64).max
+_LONG_INT_TOKEN = re.compile(rb"[+-]?\d+\Z")
 
 
 def _parse_table(text: bytes, ncols: int, label: str, *, comment=b"#", first_line=1,
@@ -123,8 +126,10 @@ def _parse_table(text: bytes, ncols: int, label: str, *, comment=b"#", first_lin
         n_tok = int(per_line.sum())
         if vals is not None and vals.size != n_tok:
             vals = None
-        # fromstring saturates on overflow instead of failing.
-        if vals is not None and dtype == np.int64 and vals.size and np.abs(vals).max() >= 1 << 62:
+        # fromstring saturates on overflow (to INT64_MAX, whatever the sign) instead of
+        # failing: such values take the slow pass, which names the line.
+        if vals is not None and dtype == np.int64 and vals.size and (
+                vals.max() >= _INT64_MAX or vals.min() <= -_INT64_MAX):
             vals = None
     if vals is None:
         _diagnose_table(text, ncols, label, comment, first_line, dtype, what)
@@ -140,7 +145,11 @@ def _diagnose_table(text, ncols, label, comment, first_line, dtype, what):
         if not bad:
             for t in tokens:
                 if is_int:
-                    bad = _INT_TOKEN.match(t) is None
+                    bad = _LONG_INT_TOKEN.match(t) is None
+                    if not bad and abs(int(t)) >= _INT64_MAX:
+                        raise GraphFormatError(
+                            f"{label}:{no}: the integer {t.decode()} is out of range: ids and "
+                            f"indices must lie below 2**63 - 1 ({_INT64_MAX:,}) in magnitude")
                 else:
                     try:
                         float(t)

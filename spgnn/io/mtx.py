@@ -56,10 +56,10 @@ def load_matrix_market(path, *, symmetric=None, name=None) -> Graph:
     Raises
     ------
     GraphFormatError
-        A bad banner or size line, a non-square matrix, an entry line that is
+        A bad banner or size line (a negative number in it), a non-square matrix, an entry line that is
         not 2 (pattern) or 3 numbers, an index outside 1..n, or fewer entries
         than the size line announces (truncated file), an index of 2**53 or
-        more (not exact in a value column).
+        more (not exact in a value column), an integer of 2**63 - 1 or more in magnitude.
     InputTooLarge
         A size line (or, without one, a largest index) whose n exceeds
         ``2 * nnz + 2**20``, or a graph past the input memory limit
@@ -110,6 +110,9 @@ def load_matrix_market(path, *, symmetric=None, name=None) -> Graph:
         if size is None:
             rest, rest_first = text, first
             ncols = len(tokens) if len(tokens) in (2, 3) else 2
+    if size is not None and min(size) < 0:
+        raise GraphFormatError(f"{label}:{head[0][0]}: the size line 'rows cols nnz' must hold "
+                               f"numbers >= 0, got {_show(head[0][1])!r}")
     if size is not None and size[0] != size[1]:
         raise GraphFormatError(f"{label}:{head[0][0]}: an adjacency matrix must be square, "
                                f"but the size line says {size[0]} x {size[1]}")

@@ -36,6 +36,30 @@ def _csr_from_keys(z, prefix, label):
     return m
 
 
+def _checked_features(x, key, label):
+    """``x`` when it can be a feature matrix; else GraphFormatError naming the key and why.
+
+    Strings, bytes, records or dates are refused by name (a string array used to fail
+    with numpy's "could not convert string to float: np.str_('a')"), as is a matrix
+    of 0 columns, which no model can use (it used to fail deep in the planner with
+    "dims needs two or more positive widths").  Other shapes and complex values are
+    Graph's to check.
+    """
+    if x.dtype.kind not in "biufc":
+        what = _KIND_NAMES.get(x.dtype.kind, "non-numbers")
+        raise GraphFormatError(f"{label}: key {key!r} holds {what} (dtype {x.dtype.str}); "
+                               f"features must be numbers")
+    if x.ndim == 2 and x.shape[1] == 0:
+        raise GraphFormatError(f"{label}: key {key!r} gives the features 0 columns (shape "
+                               f"{x.shape}); features need at least one column (leave the "
+                               f"key out for a graph without features)")
+    return x
+
+
+_KIND_NAMES = {"U": "strings", "S": "byte strings", "O": "Python objects", "V": "records",
+               "M": "dates", "m": "time spans"}
+
+
 def _check_archive(path, label):
     """A regular file holding a zip archive whose members fit the input limits.
 
@@ -87,8 +111,9 @@ def load_npz(path, *, name=None) -> Graph:
     Raises
     ------
     GraphFormatError
-        Not a zip/npz archive, a truncated member, object arrays, or keys that
-        do not fit together; the message names the key.
+        Not a zip/npz archive, a truncated member, object arrays, features that
+        are not numbers or have 0 columns, or keys that do not fit together; the
+        message names the key.
     InputTooLarge
         Members that expand past the input limit or by more than
         ``MAX_RATIO`` (:mod:`spgnn.io._files`).
@@ -142,9 +167,11 @@ def load_npz(path, *, name=None) -> Graph:
         adj = _csr_from_keys(_Z(), "adj", label)
         fields = {}
         if "features" in keys:
-            fields["features"] = get("features")
+            fields["features"] = _checked_features(get("features"), "features", label)
         elif {"attr_data", "attr_indices", "attr_indptr", "attr_shape"} <= keys:
-            fields["features"] = _csr_from_keys(_Z(), "attr", label).toarray()
+            _checked_features(get("attr_data"), "attr_data", label)
+            fields["features"] = _checked_features(_csr_from_keys(_Z(), "attr", label).toarray(),
+                                                   "attr_shape", label)
         for key in ("labels", "train_mask", "val_mask", "test_mask", "node_ids", "class_names"):
             if key in keys:
                 fields[key] = get(key)
