@@ -24,11 +24,30 @@ def add_parser(sub):
     return p
 
 
+def cached_summary(status):
+    """One phrase for the ``cached`` column from :func:`dataset_status`'s per-file states.
+
+    ``yes`` / ``no``; otherwise what is wrong, naming the file: ``bad checksum: F`` (a
+    file whose size or hash is not the registry's), ``interrupted: F`` (a ``.part`` of
+    an unfinished download), ``K of N files``.  It said "partly" for all three.
+    """
+    states = list(status.values())
+    if all(v == "ok" for v in states):
+        return "yes"
+    bad = [f for f, v in status.items() if v.startswith("bad")]
+    if bad:
+        return f"bad checksum: {', '.join(bad)}"
+    part = [f for f, v in status.items() if v == "partial"]
+    if part:
+        return f"interrupted: {', '.join(part)}"
+    ok = sum(v == "ok" for v in states)
+    return "no" if ok == 0 else f"{ok} of {len(states)} files"
+
+
 def _row(name):
     d = get_dataset(name)
     status = dataset_status(name)
-    cached = ("yes" if all(v == "ok" for v in status.values()) else
-              "no" if all(v == "missing" for v in status.values()) else "partly")
+    cached = cached_summary(status)
     return {"name": name, "nodes": d.counts.get("nodes"), "edges": d.counts.get("edges"),
             "bytes": d.size, "verified_by": d.verified_by, "cached": cached,
             "description": d.description}
