@@ -9,6 +9,11 @@ operation and per rank).  Exits non-zero if a check fails.
 import numpy as np
 
 
+#: Bytes per entry of X (n x f) a rank holds at once: the float64 draw, its float32 copy,
+#: the float64 copy and the float64 reference product.
+_DEMO_BYTES_PER_ENTRY = 28
+
+
 def add_parser(sub):
     p = sub.add_parser("demo", help="distributed SpMM on a synthetic R-MAT graph, checked against scipy")
     p.add_argument("--scale", type=int, default=12, help="log2 of the number of vertices (default 12)")
@@ -24,6 +29,8 @@ def run(args):
     import scipy.sparse as sp
 
     from spgnn import DistDenseMatrix, DistSparseMatrix, Layout, grid_1d, rmat, spmm
+    from spgnn.errors import InputTooLarge
+    from spgnn.io._files import check_alloc
 
     grid = grid_1d()
     comm = grid.world
@@ -32,6 +39,15 @@ def run(args):
                                ("--feat", args.feat, 1), ("--seed", args.seed, 0)):
         if value < low:
             comm.raise_together(ValueError(f"demo: {option} must be >= {low}, but got {value}"))
+    # X and the float64 reference are whole on every rank: estimate them before drawing
+    # (`--feat 1000000000` was a MemoryError traceback and MPI_Abort on every rank).
+    n = 2 ** min(args.scale, 62)
+    try:
+        check_alloc(_DEMO_BYTES_PER_ENTRY * n * args.feat, "demo",
+                    f"--feat {args.feat:,} with --scale {args.scale} (X and its scipy reference, "
+                    f"{n:,} x {args.feat:,}, whole on every rank)")
+    except InputTooLarge as e:
+        comm.raise_together(e)
     # Every rank generates the same graph from the seed: no file, no broadcast.
     a = rmat(args.scale, args.edge_factor, seed=args.seed, scramble=False)
     x = np.random.default_rng(args.seed + 1).standard_normal((a.shape[0], args.feat)).astype(np.float32)

@@ -96,3 +96,15 @@ def test_train_on_a_string_feature_npz_is_one_line(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert lines == [f"spgnn train: error: {path}: key 'features' holds strings (dtype <U1); "
                      f"features must be numbers"], proc.stderr
+
+
+def test_demo_estimates_x_before_drawing_it_on_two_ranks():
+    """Issue 38: ``demo --feat 1000000000`` was a MemoryError traceback and MPI_Abort on every
+    rank; now one agreed line naming the option and the estimate, exit 2."""
+    from spgnn.testing.mpi import run_mpi
+
+    proc = run_mpi(["-m", "spgnn", "demo", "--feat", "1000000000"], 2, timeout=120)
+    lines = [ln for ln in proc.stdout.splitlines() if "spgnn demo: error:" in ln]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout
+    assert "--feat 1,000,000,000 with --scale 12" in lines[0] and "needs about" in lines[0]
+    assert "Traceback" not in proc.stdout and "Abort" not in proc.stdout, proc.stdout
