@@ -219,7 +219,8 @@ def _part_arrays(a, deg, graph, perm, inv, lo, hi):
     block.sort_indices()
     cols = block.indices
     halo = np.unique(cols[(cols < lo) | (cols >= hi)]).astype(np.int64)
-    out = {"indptr": block.indptr.astype(np.int64), "indices": block.indices,
+    # scipy widens the indices to the indptr's int64: store the manifest's dtype
+    out = {"indptr": block.indptr.astype(np.int64), "indices": block.indices.astype(idt),
            "data": block.data, "deg": deg[ids], "halo": halo, "halo_deg": deg[perm[halo]]}
     x = graph.features
     if sp.issparse(x):
