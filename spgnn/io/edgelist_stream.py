@@ -32,8 +32,8 @@ __all__ = ["EDGE_LIST_EXTS", "is_edge_list_path", "iter_edge_chunks", "scan_edge
 
 #: The file name endings read as edge lists (``.gz`` looked through), as :func:`spgnn.io.load_graph`.
 EDGE_LIST_EXTS = (".txt", ".edges", ".el", ".tsv", ".csv")
-#: Text per parsed chunk: the parser's transient memory is about 8 bytes per byte of text.
-DEFAULT_CHUNK_BYTES = 4 << 20
+#: Text per parsed chunk: the parser's transient memory is about 20 bytes per byte of text.
+DEFAULT_CHUNK_BYTES = 1 << 20
 
 
 def is_edge_list_path(path) -> bool:

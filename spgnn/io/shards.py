@@ -60,7 +60,7 @@ from .preprocess import (feature_form, gcn_degrees, normalized_adjacency, offdia
 
 __all__ = ["FORMAT", "VERSION", "MANIFEST", "is_shard_dir", "read_manifest", "write_shards",
            "read_rows", "RowBlock", "part_file", "partition_pattern", "begin_write", "store_part",
-           "kept_part", "manifest", "finish_write", "savez_stored"]
+           "kept_part", "manifest", "finish_write", "savez_stored", "LazyArrays"]
 
 FORMAT = "spgnn-shards"
 #: The format version this spgnn writes and reads; another is refused (ShardError).
@@ -284,8 +284,10 @@ def store_part(directory, k, lo, hi, arrays, state=None) -> dict:
     name = part_file(k)
     path = Path(directory) / name
     _write_part(path, arrays)
+    sizes = getattr(arrays, "sizes", None) or {k: np.asanyarray(arrays[k]).size
+                                               for k in ("data", "halo")}
     entry = {"part": int(k), "file": name, "rows": [int(lo), int(hi)],
-             "nnz": int(arrays["data"].size), "halo": int(arrays["halo"].size),
+             "nnz": int(sizes["data"]), "halo": int(sizes["halo"]),
              "bytes": path.stat().st_size, "sha256": _sha256_file(path)}
     if state is not None:
         state["files"][name] = entry
@@ -441,22 +443,42 @@ def _write_part(path, arrays):
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
+class LazyArrays(dict):
+    """Part arrays, each an array or a zero-argument callable making it when it is written.
+
+    :func:`savez_stored` makes and writes them one at a time, in order, and
+    drops each before making the next (so a part is never whole in memory);
+    ``sizes`` records each written array's element count.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sizes = {}
+
+
 def savez_stored(f, arrays) -> None:
     """``numpy.savez`` of ``arrays`` into the open binary file ``f``, reproducibly. Local.
 
     An uncompressed zip of ``.npy`` members (readable by ``numpy.load``),
     written array by array in buffered chunks (never a second copy of the
     whole payload), with a fixed time stamp so that the bytes depend only on
-    the arrays.
+    the arrays.  Values may be callables (:class:`LazyArrays`).
     """
     import zipfile
 
     with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-        for key, val in arrays.items():
+        for key in list(arrays):
+            val = arrays[key]
+            if callable(val):
+                val = val()
+            val = np.asanyarray(val)
+            if isinstance(arrays, LazyArrays):
+                arrays.sizes[key] = int(val.size)
             info = zipfile.ZipInfo(f"{key}.npy", date_time=_ZIP_TIME)
             info.compress_type = zipfile.ZIP_STORED
             with zf.open(info, "w", force_zip64=True) as out:
-                np.lib.format.write_array(out, np.asanyarray(val), allow_pickle=False)
+                np.lib.format.write_array(out, val, allow_pickle=False)
+            del val
 
 
 def _readable(path):

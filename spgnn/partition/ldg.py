@@ -44,6 +44,37 @@ LDG_SLACK = 1.0
 _KERNEL = {}
 
 
+def _ldg_rows(indptr, indices, row0, parts, sizes, capacity, score):
+    """The LDG kernel over one row chunk (compiled by Numba in :func:`_kernel`)."""
+    base = indptr[0]
+    nparts = sizes.shape[0]
+    for r in range(indptr.shape[0] - 1):
+        v = row0 + r
+        old = parts[v]
+        if old >= 0:
+            sizes[old] -= 1
+        a, b = indptr[r] - base, indptr[r + 1] - base
+        for j in range(a, b):
+            p = parts[indices[j]]
+            if p >= 0:
+                score[p] += 1.0
+        best = -1
+        best_val = -1.0
+        for i in range(nparts):
+            if sizes[i] >= capacity:
+                continue
+            val = score[i] * (1.0 - sizes[i] / capacity)
+            if best < 0 or val > best_val or (val == best_val and sizes[i] < sizes[best]):
+                best = i
+                best_val = val
+        for j in range(a, b):
+            p = parts[indices[j]]
+            if p >= 0:
+                score[p] = 0.0
+        parts[v] = best
+        sizes[best] += 1
+
+
 def _kernel():
     if "ldg" not in _KERNEL:
         try:
@@ -52,37 +83,7 @@ def _kernel():
             raise BackendUnavailable(f"the ldg partitioner needs numba, which is not importable "
                                      f"({exc}); install it with: pip install numba") from None
 
-        @numba.njit(cache=True, nogil=True)
-        def ldg_rows(indptr, indices, row0, parts, sizes, capacity, score):
-            base = indptr[0]
-            nparts = sizes.shape[0]
-            for r in range(indptr.shape[0] - 1):
-                v = row0 + r
-                old = parts[v]
-                if old >= 0:
-                    sizes[old] -= 1
-                a, b = indptr[r] - base, indptr[r + 1] - base
-                for j in range(a, b):
-                    p = parts[indices[j]]
-                    if p >= 0:
-                        score[p] += 1.0
-                best = -1
-                best_val = -1.0
-                for i in range(nparts):
-                    if sizes[i] >= capacity:
-                        continue
-                    val = score[i] * (1.0 - sizes[i] / capacity)
-                    if best < 0 or val > best_val or (val == best_val and sizes[i] < sizes[best]):
-                        best = i
-                        best_val = val
-                for j in range(a, b):
-                    p = parts[indices[j]]
-                    if p >= 0:
-                        score[p] = 0.0
-                parts[v] = best
-                sizes[best] += 1
-
-        _KERNEL["ldg"] = ldg_rows
+        _KERNEL["ldg"] = numba.njit(cache=True, nogil=True)(_ldg_rows)
     return _KERNEL["ldg"]
 
 

@@ -8,7 +8,7 @@ scratch files in ``DIR/.work`` (removed at the end):
    count, a CRC-32 of the pairs (the resume fingerprint), raw degrees;
 2. **bucket by range**: each edge, in both directions, is appended to the
    bucket file of the vertex range of its source (ranges of about equal
-   raw entry counts, ``4 K`` of them at most);
+   raw entry counts, about ``chunk_entries`` each);
 3. **de-duplicate** each range bucket in turn (sort, unique, no self-loops:
    ``A' = max(A, Aᵀ)`` of an unweighted graph), appending its rows to one CSR
    file of ``A'`` in the input order (``adj.indices`` + the ``O(n)`` row counts);
@@ -59,6 +59,9 @@ from .registry import PARTITIONERS, partition_graph
 from .simple import random_parts
 
 __all__ = ["edge_list_to_shards", "STREAMING_METHODS"]
+
+#: At most this many range buckets (pass 2); each holds about ``chunk_entries`` entries.
+RANGE_BUCKETS_MAX = 4096
 
 #: Methods that never hold the graph (``metis`` and ``balanced`` load ``A'`` whole).
 STREAMING_METHODS = ("none", "random", "ldg")
@@ -264,54 +267,93 @@ def _bucket_by_part(work, counts, parts_of, inv, nparts, itype, chunk_entries, f
             del x
 
 
-def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks):
-    """Part ``k``'s arrays from its buckets (the arrays of ``shards._part_arrays``)."""
+def _sort_rows(indptr, indices, n, chunk_entries):
+    """Sort each row's column ids in place, a few rows at a time (bounded extra memory)."""
+    r, row0 = indptr.size - 1, 0
+    while row0 < r:
+        row1 = int(np.searchsorted(indptr, indptr[row0] + chunk_entries, side="right")) - 1
+        row1 = min(max(row1, row0 + 1), r)
+        a, b = int(indptr[row0]), int(indptr[row1])
+        if b > a:
+            rows = np.repeat(np.arange(row1 - row0, dtype=np.int64), np.diff(indptr[row0:row1 + 1]))
+            key = rows * n
+            del rows
+            key += indices[a:b]
+            key.sort()
+            indices[a:b] = key % n
+            del key
+        row0 = row1
+
+
+def _halo(indices, lo, hi, chunk_entries):
+    """The sorted distinct column ids outside ``lo:hi`` (int64), a chunk at a time."""
+    found = [np.zeros(0, dtype=np.int64)]
+    for a in range(0, indices.size, chunk_entries):
+        c = indices[a:a + chunk_entries]
+        found.append(np.unique(c[(c < lo) | (c >= hi)]).astype(np.int64))
+        if len(found) > 16:
+            found = [np.unique(np.concatenate(found))]
+    return np.unique(np.concatenate(found))
+
+
+def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks, chunk_entries):
+    """Part ``k``'s arrays from its buckets (those of ``shards._part_arrays``), made one at a
+    time as they are written (:class:`spgnn.io.shards.LazyArrays`)."""
     ids = perm[lo:hi]
     # the buckets hold the part's rows in increasing original id
     arrival = np.argsort(ids, kind="stable")
     in_order = bool(np.all(arrival == np.arange(ids.size)))
-    sorted_ids = ids[arrival]
-    rc = counts[sorted_ids]
+    rc = counts[ids]
     indptr = np.zeros(ids.size + 1, dtype=np.int64)
     np.cumsum(rc, out=indptr[1:])
-    indices = np.fromfile(work.part_cols(k), dtype=itype)
-    if indices.size != indptr[-1]:
-        raise ShardError(f"{work.part_cols(k)}: holds {indices.size} entries, expected "
-                         f"{int(indptr[-1])} (a damaged scratch file; run again)")
-    block = sp.csr_array((np.ones(indices.size, dtype=np.float32), indices, indptr),
-                         shape=(ids.size, n))
-    del indices
-    if not in_order:
-        where = np.empty_like(arrival)
-        where[arrival] = np.arange(arrival.size)
-        block = sp.csr_array(block[where])
-    block.sort_indices()
-    cols = block.indices
-    outside = cols[(cols < lo) | (cols >= hi)]
-    halo = np.unique(outside).astype(np.int64)
-    del outside
-    out = {"indptr": block.indptr.astype(np.int64), "indices": block.indices.astype(itype),
-           "data": block.data, "deg": counts[ids].astype(np.float64) + 1.0, "halo": halo,
-           "halo_deg": counts[perm[halo]].astype(np.float64) + 1.0}
-    del block
-    if feats.dense:
-        x = np.fromfile(work.part_x(k), dtype=np.float32).reshape(-1, feats.dim)
-        if x.shape[0] != ids.size:
-            raise ShardError(f"{work.part_x(k)}: holds {x.shape[0]} feature rows, expected "
+    nnz = int(indptr[-1])
+    kept = {}
+
+    def indices():
+        cols = np.fromfile(work.part_cols(k), dtype=itype)
+        if cols.size != nnz:
+            raise ShardError(f"{work.part_cols(k)}: holds {cols.size} entries, expected {nnz} "
+                             f"(a damaged scratch file; run again)")
+        if not in_order:        # rows arrived by original id: put them in the part's order
+            src = np.zeros(ids.size + 1, dtype=np.int64)
+            np.cumsum(rc[arrival], out=src[1:])
+            where = np.empty_like(arrival)
+            where[arrival] = np.arange(arrival.size)
+            take = np.repeat(src[where] - indptr[:-1], rc) + np.arange(nnz, dtype=np.int64)
+            cols = cols[take]
+            del take
+        _sort_rows(indptr, cols, n, chunk_entries)
+        kept["halo"] = _halo(cols, lo, hi, chunk_entries)
+        return cols
+
+    def x():
+        rows = np.fromfile(work.part_x(k), dtype=np.float32).reshape(-1, feats.dim)
+        if rows.shape[0] != ids.size:
+            raise ShardError(f"{work.part_x(k)}: holds {rows.shape[0]} feature rows, expected "
                              f"{ids.size} (a damaged scratch file; run again)")
-        out["x"] = x if in_order else np.ascontiguousarray(x[np.argsort(arrival)])
+        return rows if in_order else np.ascontiguousarray(rows[np.argsort(arrival)])
+
+    out = shard_io.LazyArrays()
+    out["indptr"] = indptr
+    out["indices"] = indices
+    out["data"] = lambda: np.ones(nnz, dtype=np.float32)
+    out["deg"] = lambda: rc.astype(np.float64) + 1.0
+    out["halo"] = lambda: kept["halo"]
+    out["halo_deg"] = lambda: counts[perm[kept.pop("halo")]].astype(np.float64) + 1.0
+    if feats.dense:
+        out["x"] = x
     else:
         out.update(feats.sparse_rows(ids))
-    out["label"] = labels[ids]
+    out["label"] = lambda: labels[ids]
     for name, m in zip(("train", "val", "test"), masks):
-        out[name] = m[ids]
-    out["orig"] = ids.astype(np.int64)
+        out[name] = (lambda m=m: m[ids])
+    out["orig"] = lambda: ids.astype(np.int64)
     return out
 
 
 def edge_list_to_shards(path, directory, parts, method="ldg", seed=0, *, features, labels,
                         split=(0.6, 0.2), split_seed=0, num_nodes=None, name=None,
-                        source=None, chunk_bytes=DEFAULT_CHUNK_BYTES, chunk_entries=1 << 22,
+                        source=None, chunk_bytes=DEFAULT_CHUNK_BYTES, chunk_entries=1 << 20,
                         comment="#", ldg_options=None, progress=None, stages=None) -> dict:
     """Partition the text edge list ``path`` into ``parts`` shards in bounded memory. Local.
 
@@ -391,7 +433,7 @@ def edge_list_to_shards(path, directory, parts, method="ldg", seed=0, *, feature
         feats.nonzero = int(state.get("feature_nonzero", 0))
     else:
         work.reset()
-        nb = int(min(4 * parts, max(1, -(-2 * scan.lines // (1 << 16)))))
+        nb = int(min(RANGE_BUCKETS_MAX, max(1, -(-2 * scan.lines // chunk_entries))))
         bounds = _range_bounds(scan.raw_degree, nb)
         del scan
         _bucket_by_range(path, work, bounds, itype, chunk_bytes, comment)
@@ -426,7 +468,7 @@ def edge_list_to_shards(path, directory, parts, method="ldg", seed=0, *, feature
         kept = done is not None
         if not kept:
             arrays = _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, label_arr,
-                                  masks)
+                                  masks, chunk_entries)
             done = shard_io.store_part(directory, k, lo, hi, arrays, state)
             del arrays
         entries.append(done)
