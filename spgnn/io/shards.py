@@ -60,7 +60,8 @@ from .preprocess import (feature_form, gcn_degrees, normalized_adjacency, offdia
 
 __all__ = ["FORMAT", "VERSION", "MANIFEST", "is_shard_dir", "read_manifest", "write_shards",
            "read_rows", "RowBlock", "part_file", "partition_pattern", "begin_write", "store_part",
-           "kept_part", "manifest", "finish_write", "savez_stored", "LazyArrays"]
+           "kept_part", "manifest", "finish_write", "savez_stored", "LazyArrays",
+           "Chunked"]
 
 FORMAT = "spgnn-shards"
 #: The format version this spgnn writes and reads; another is refused (ShardError).
@@ -444,7 +445,8 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 class LazyArrays(dict):
-    """Part arrays, each an array or a zero-argument callable making it when it is written.
+    """Part arrays, each an array, a zero-argument callable making it when it is written, or a
+    :class:`Chunked` array written piece by piece.
 
     :func:`savez_stored` makes and writes them one at a time, in order, and
     drops each before making the next (so a part is never whole in memory);
@@ -456,13 +458,56 @@ class LazyArrays(dict):
         self.sizes = {}
 
 
+class Chunked:
+    """A 1-D or 2-D array of known ``dtype`` and ``shape`` given as consecutive row pieces:
+    ``pieces()`` yields arrays whose rows, concatenated, are the array (never whole in memory)."""
+
+    def __init__(self, dtype, shape, pieces):
+        self.dtype, self.shape, self.pieces = np.dtype(dtype), tuple(shape), pieces
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape))
+
+
+_PIECE = 1 << 20
+
+
+def _write_npy(out, val):
+    """The ``.npy`` bytes of ``val`` (an array or :class:`Chunked`) into the stream ``out``, as
+    ``numpy.lib.format.write_array`` writes them, in pieces of at most 1 MiB (no copy)."""
+    fmt = np.lib.format
+    if isinstance(val, Chunked):
+        header = fmt.header_data_from_array_1_0(np.empty((0,) + val.shape[1:], val.dtype))
+        header["shape"] = val.shape
+        fmt.write_array_header_1_0(out, header)
+        rows = 0
+        for piece in val.pieces():
+            piece = np.ascontiguousarray(piece, dtype=val.dtype)
+            rows += piece.shape[0] if piece.ndim else 0
+            _write_bytes(out, piece)
+        if rows != val.shape[0]:
+            raise ShardError(f"a shard array of {val.shape[0]} rows got {rows} (a damaged "
+                             f"scratch file; run again)")
+        return
+    val = np.ascontiguousarray(val)
+    fmt.write_array_header_1_0(out, fmt.header_data_from_array_1_0(val))
+    _write_bytes(out, val)
+
+
+def _write_bytes(out, arr):
+    mv = memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else memoryview(b"")
+    for i in range(0, len(mv), _PIECE):
+        out.write(mv[i:i + _PIECE])
+
+
 def savez_stored(f, arrays) -> None:
     """``numpy.savez`` of ``arrays`` into the open binary file ``f``, reproducibly. Local.
 
     An uncompressed zip of ``.npy`` members (readable by ``numpy.load``),
-    written array by array in buffered chunks (never a second copy of the
-    whole payload), with a fixed time stamp so that the bytes depend only on
-    the arrays.  Values may be callables (:class:`LazyArrays`).
+    written array by array in 1 MiB pieces (never a second copy of the
+    payload), with a fixed time stamp so that the bytes depend only on the
+    arrays.  Values may be callables and :class:`Chunked` (:class:`LazyArrays`).
     """
     import zipfile
 
@@ -471,13 +516,14 @@ def savez_stored(f, arrays) -> None:
             val = arrays[key]
             if callable(val):
                 val = val()
-            val = np.asanyarray(val)
+            if not isinstance(val, Chunked):
+                val = np.asanyarray(val)
             if isinstance(arrays, LazyArrays):
                 arrays.sizes[key] = int(val.size)
             info = zipfile.ZipInfo(f"{key}.npy", date_time=_ZIP_TIME)
             info.compress_type = zipfile.ZIP_STORED
             with zf.open(info, "w", force_zip64=True) as out:
-                np.lib.format.write_array(out, val, allow_pickle=False)
+                _write_npy(out, val)
             del val
 
 

@@ -267,12 +267,19 @@ def _bucket_by_part(work, counts, parts_of, inv, nparts, itype, chunk_entries, f
             del x
 
 
-def _sort_rows(indptr, indices, n, chunk_entries):
-    """Sort each row's column ids in place, a few rows at a time (bounded extra memory)."""
+def _row_chunks(indptr, chunk_entries):
+    """``(row0, row1)`` ranges of about ``chunk_entries`` entries (at least one row each)."""
     r, row0 = indptr.size - 1, 0
     while row0 < r:
         row1 = int(np.searchsorted(indptr, indptr[row0] + chunk_entries, side="right")) - 1
         row1 = min(max(row1, row0 + 1), r)
+        yield row0, row1
+        row0 = row1
+
+
+def _sort_rows(indptr, indices, n, chunk_entries):
+    """Sort each row's column ids in place, a few rows at a time (bounded extra memory)."""
+    for row0, row1 in _row_chunks(indptr, chunk_entries):
         a, b = int(indptr[row0]), int(indptr[row1])
         if b > a:
             rows = np.repeat(np.arange(row1 - row0, dtype=np.int64), np.diff(indptr[row0:row1 + 1]))
@@ -282,7 +289,6 @@ def _sort_rows(indptr, indices, n, chunk_entries):
             key.sort()
             indices[a:b] = key % n
             del key
-        row0 = row1
 
 
 def _halo(indices, lo, hi, chunk_entries):
@@ -333,15 +339,47 @@ def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks, 
                              f"{ids.size} (a damaged scratch file; run again)")
         return rows if in_order else np.ascontiguousarray(rows[np.argsort(arrival)])
 
+    def indices_pieces():     # rows in order: read, sort and scan the bucket a chunk at a time
+        found = [np.zeros(0, dtype=np.int64)]
+        with open(work.part_cols(k), "rb") as f:
+            for r0, r1 in _row_chunks(indptr, chunk_entries):
+                a, b = int(indptr[r0]), int(indptr[r1])
+                cols = np.fromfile(f, dtype=itype, count=b - a)
+                if cols.size != b - a:
+                    raise ShardError(f"{work.part_cols(k)}: ends early (a damaged scratch "
+                                     f"file; run again)")
+                _sort_rows(indptr[r0:r1 + 1] - a, cols, n, chunk_entries)
+                found.append(np.unique(cols[(cols < lo) | (cols >= hi)]).astype(np.int64))
+                if len(found) > 16:
+                    found = [np.unique(np.concatenate(found))]
+                yield cols
+        kept["halo"] = np.unique(np.concatenate(found))
+
+    def x_pieces():
+        rows_per = max(1, (chunk_entries * 4) // max(4 * feats.dim, 1))
+        with open(work.part_x(k), "rb") as f:
+            for r0 in range(0, ids.size, rows_per):
+                r1 = min(r0 + rows_per, ids.size)
+                yield np.fromfile(f, dtype=np.float32, count=(r1 - r0) * feats.dim) \
+                    .reshape(-1, feats.dim)
+
+    def ones():
+        for a in range(0, nnz, chunk_entries):
+            yield np.ones(min(chunk_entries, nnz - a), dtype=np.float32)
+
     out = shard_io.LazyArrays()
     out["indptr"] = indptr
-    out["indices"] = indices
-    out["data"] = lambda: np.ones(nnz, dtype=np.float32)
+    if in_order:
+        out["indices"] = shard_io.Chunked(itype, (nnz,), indices_pieces)
+    else:
+        out["indices"] = indices
+    out["data"] = shard_io.Chunked(np.float32, (nnz,), ones)
     out["deg"] = lambda: rc.astype(np.float64) + 1.0
     out["halo"] = lambda: kept["halo"]
     out["halo_deg"] = lambda: counts[perm[kept.pop("halo")]].astype(np.float64) + 1.0
     if feats.dense:
-        out["x"] = x
+        out["x"] = shard_io.Chunked(np.float32, (ids.size, feats.dim), x_pieces) if in_order \
+            else x
     else:
         out.update(feats.sparse_rows(ids))
     out["label"] = lambda: labels[ids]
