@@ -30,8 +30,10 @@ which the part stores (``deg`` and ``halo_deg``); the mean aggregator and the
 row normalisation of the features are per row.  So a reader of any rows
 never needs another part's file, let alone the whole graph.
 
-Writing (:func:`write_shards`, one process: it holds the whole graph) is
-atomic per file (temporary file, fsync, rename: :mod:`spgnn.atomic`) and
+Writing (:func:`write_shards`, one process: it holds the whole graph; or,
+for a text edge list, :func:`spgnn.partition.stream_shards.edge_list_to_shards`
+in bounded memory through the same steps :func:`begin_write`,
+:func:`store_part`, :func:`manifest`, :func:`finish_write`) is atomic per file (temporary file, fsync, rename: :mod:`spgnn.atomic`) and
 resumable: a progress journal (``.progress.json``) and the order
 (``.order.npy``) are written first; a run interrupted after some parts keeps
 the parts whose files have the journal's size and checksum, and writes the

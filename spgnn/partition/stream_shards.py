@@ -110,17 +110,22 @@ def _range_bounds(raw_degree, nbuckets):
     return np.unique(np.concatenate([[0], inner, [n]])).astype(np.int64)
 
 
-def _bucket_by_range(path, work, bounds, itype, chunk_bytes, comment):
-    """Pass 2: each edge, both directions, appended to the bucket of its source's range."""
+def _bucket_by_range(path, work, bounds, itype, chunk_bytes, comment, chunk_entries):
+    """Pass 2: each edge, both directions, appended to the bucket of its source's range.
+
+    Pairs are gathered over text chunks until about ``chunk_entries``, then
+    sorted by bucket and appended with one write per bucket (so a graph of
+    many buckets costs one file open per bucket and flush, not per chunk).
+    """
     nb = bounds.size - 1
     for b in range(nb):
         work.range_bucket(b).write_bytes(b"")
-    for pairs, _ in iter_edge_chunks(path, chunk_bytes=chunk_bytes, comment=comment):
-        keep = pairs[:, 0] != pairs[:, 1]
-        u, v = pairs[keep, 0], pairs[keep, 1]
-        src = np.concatenate([u, v]).astype(itype)
-        dst = np.concatenate([v, u]).astype(itype)
-        del pairs, u, v, keep
+    held, count = [], 0
+
+    def flush():
+        src = np.concatenate([h[0] for h in held])
+        dst = np.concatenate([h[1] for h in held])
+        held.clear()
         which = np.searchsorted(bounds, src, side="right") - 1
         order = np.argsort(which, kind="stable")
         cuts = np.searchsorted(which[order], np.arange(nb + 1))
@@ -131,6 +136,18 @@ def _bucket_by_range(path, work, bounds, itype, chunk_bytes, comment):
         for b in range(nb):
             if cuts[b + 1] > cuts[b]:
                 _append(work.range_bucket(b), both[cuts[b]:cuts[b + 1]])
+
+    for pairs, _ in iter_edge_chunks(path, chunk_bytes=chunk_bytes, comment=comment):
+        keep = pairs[:, 0] != pairs[:, 1]
+        u, v = pairs[keep, 0].astype(itype), pairs[keep, 1].astype(itype)
+        held.append((np.concatenate([u, v]), np.concatenate([v, u])))
+        count += 2 * u.size
+        del pairs, u, v, keep
+        if count >= chunk_entries:
+            flush()
+            count = 0
+    if held:
+        flush()
 
 
 def _dedup_ranges(work, bounds, n, itype):
@@ -474,7 +491,7 @@ def edge_list_to_shards(path, directory, parts, method="ldg", seed=0, *, feature
         nb = int(min(RANGE_BUCKETS_MAX, max(1, -(-2 * scan.lines // chunk_entries))))
         bounds = _range_bounds(scan.raw_degree, nb)
         del scan
-        _bucket_by_range(path, work, bounds, itype, chunk_bytes, comment)
+        _bucket_by_range(path, work, bounds, itype, chunk_bytes, comment, chunk_entries)
         lap("range")
         counts = _dedup_ranges(work, bounds, n, itype)
         lap("dedup")
