@@ -38,6 +38,8 @@ SUITES = {
     "gcn_accuracy": "GCN test accuracy over seeds at 1 and 4 ranks",
     "sage_accuracy": "minibatch GraphSAGE accuracy with the sage and ladies samplers",
     "partition_table": "partitioners on real graphs: volumes, max send, imbalance",
+    "streaming_partition": "the streaming partitioner LDG against METIS and random: cut, balance",
+    "edgelist_gen": "writes a large synthetic text edge list (spgnn partition's streaming path)",
 }
 
 

@@ -1,6 +1,6 @@
 """Write a large synthetic text edge list in bounded memory (for ``spgnn partition``'s streaming path).
 
-    python benchmarks/edgelist_gen.py --lines 10000000 --vertices 1048576 --out /tmp/edges-10m.txt
+    python -m spgnn bench edgelist_gen --lines 10000000 --vertices 1048576 --out /tmp/edges-10m.txt
 
 Each line is ``u v``: ``u`` uniform, ``v`` near ``u`` (a community of 4096
 consecutive ids) with probability ``--local`` (default 0.8), else drawn from a
@@ -16,14 +16,15 @@ import argparse
 import numpy as np
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="spgnn bench edgelist_gen",
+                                description=__doc__.splitlines()[0])
     p.add_argument("--lines", type=int, default=10_000_000)
     p.add_argument("--vertices", type=int, default=1 << 20)
     p.add_argument("--local", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
-    a = p.parse_args()
+    a = p.parse_args(argv)
     rng = np.random.default_rng(a.seed)
     n, block = a.vertices, 4096
     with open(a.out, "w") as f:

@@ -1,8 +1,9 @@
 """Edge cut and balance of the streaming partitioner (LDG) against METIS and random.
 
-    python benchmarks/streaming_partition.py [--parts 4 16] [--json]
+    python -m spgnn bench streaming_partition [--parts 4 16] [--json]
 
-Each graph of /work/shared/data named below is loaded, made ``A'`` (symmetric,
+Each graph of the shared data folder named below (``spgnn.testing.data``:
+``SPGNN_DATA_DIR`` or ``<repo>/../shared/data``) is loaded, made ``A'`` (symmetric,
 no self-loops: the pattern ``spgnn partition`` partitions) and cut into K
 parts by ``random``, ``ldg`` (1 and 3 passes over the stream, in the file's
 vertex order) and ``metis`` (pymetis).  Reported per run: the edge cut as a
@@ -13,33 +14,33 @@ fraction of the edges, the total communication volume of 1D SpMM
 import argparse
 import json
 import time
-from pathlib import Path
-
 from spgnn.io import load_graph
 from spgnn.io.shards import partition_pattern
 from spgnn.partition import ldg_partition, metis_partition, random_partition
+from spgnn.testing.data import shared_data_path
 
-DATA = Path("/work/shared/data")
 GRAPHS = {
-    "email-Enron": DATA / "snap_email_enron" / "email-Enron.txt.gz",
-    "ca-AstroPh": DATA / "snap_ca_astroph" / "astro-ph-cc1.jlg",
-    "luxembourg-osm": DATA / "luxembourg_osm" / "luxembourg_osm.mtx",
-    "musae-facebook": DATA / "musae_facebook",
+    "email-Enron": ("snap_email_enron", "email-Enron.txt.gz"),
+    "ca-AstroPh": ("snap_ca_astroph", "astro-ph-cc1.jlg"),
+    "luxembourg-osm": ("luxembourg_osm", "luxembourg_osm.mtx"),
+    "musae-facebook": ("musae_facebook",),
 }
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="spgnn bench streaming_partition",
+                                description=__doc__.splitlines()[0])
     p.add_argument("--parts", type=int, nargs="+", default=[4, 16])
     p.add_argument("--json", action="store_true")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     methods = {"random": lambda A, k: random_partition(A, k, seed=0),
                "ldg": lambda A, k: ldg_partition(A, k),
                "ldg-3pass": lambda A, k: ldg_partition(A, k, passes=3),
                "metis": lambda A, k: metis_partition(A, k, seed=0)}
     rows = []
-    for name, path in GRAPHS.items():
-        g = load_graph(str(path), name="facebook" if name == "musae-facebook" else None)
+    for name, parts in GRAPHS.items():
+        g = load_graph(str(shared_data_path(*parts)),
+                       name="facebook" if name == "musae-facebook" else None)
         A = partition_pattern(g)
         edges = A.nnz // 2
         for k in a.parts:
