@@ -228,23 +228,37 @@ def test_graph_from_shards_equals_the_whole_graph_run(shard_dirs, edge_file, p):
                 assert {k: res.get(k) for k in keep} == {k: ref.get(k) for k in keep}
 
 
-def test_a_damaged_shard_is_one_error_on_every_rank(tmp_path, edge_file):
+@pytest.mark.parametrize("damage,words", [("truncate", "truncated"), ("remove", "missing"),
+                                          ("flip", "checksum mismatch")])
+def test_a_damaged_shard_is_one_error_on_every_rank(tmp_path, edge_file, damage, words):
+    from spgnn.cli import graph as graph_cli
     from spgnn.cli import spmm
 
     d = tmp_path / "d"
     edge_list_to_shards(edge_file, d, 2, "none", features="random:2", labels="random:2")
     part = d / shard_io.part_file(1)
-    part.write_bytes(part.read_bytes()[:-10])
+    raw = part.read_bytes()
+    if damage == "truncate":
+        part.write_bytes(raw[:-10])
+    elif damage == "remove":
+        part.unlink()
+    else:
+        part.write_bytes(raw[:100] + bytes([raw[100] ^ 1]) + raw[101:])
 
     def fn(comm):
-        try:
-            spmm.measure(comm, _spmm_args(d))
-        except ShardError as exc:
-            return str(exc)
-        return None
+        msgs = []
+        for run in (lambda: spmm.measure(comm, _spmm_args(d)),
+                    lambda: graph_cli.sharded_result(argparse.Namespace(
+                        algorithm="bfs", graph=str(d), source=0, backend=None, json=True), comm)):
+            try:
+                run()
+                msgs.append(None)
+            except ShardError as exc:
+                msgs.append(str(exc))
+        return msgs
 
-    msgs = run_loopback(2, fn)
-    assert all(m and "truncated" in m and "part-00001.npz" in m for m in msgs)
+    for msgs in run_loopback(2, fn):
+        assert all(m and words in m and "part-00001.npz" in m for m in msgs)
 
 
 def test_partition_command_streams_a_text_edge_list(tmp_path, edge_file):
