@@ -231,10 +231,10 @@ def scan_edge_list(path, *, num_nodes=None, chunk_bytes=DEFAULT_CHUNK_BYTES,
             if num_nodes is None and top + 1 > 2 * (lines + pairs.shape[0]) + MAX_ISOLATED + (1 << 26):
                 # do not allocate a degree array for an id space no edge count can justify
                 _refuse_sparse(label, top + 1, lines + pairs.shape[0])
-            grown = np.zeros(max(top + 1, 2 * deg.size), dtype=np.int64)
+            grown = np.zeros(max(top + 1, deg.size + deg.size // 4), dtype=np.int64)
             grown[:deg.size] = deg
             deg = grown
-        deg += np.bincount(pairs.ravel(), minlength=deg.size)[:deg.size]
+        deg[:top + 1] += np.bincount(pairs.ravel(), minlength=top + 1)
         lines += pairs.shape[0]
     n = top + 1 if num_nodes is None else num_nodes
     if num_nodes is None and n > 2 * lines + MAX_ISOLATED:

@@ -308,15 +308,14 @@ def _sort_rows(indptr, indices, n, chunk_entries):
             del key
 
 
-def _halo(indices, lo, hi, chunk_entries):
-    """The sorted distinct column ids outside ``lo:hi`` (int64), a chunk at a time."""
-    found = [np.zeros(0, dtype=np.int64)]
-    for a in range(0, indices.size, chunk_entries):
-        c = indices[a:a + chunk_entries]
-        found.append(np.unique(c[(c < lo) | (c >= hi)]).astype(np.int64))
-        if len(found) > 16:
-            found = [np.unique(np.concatenate(found))]
-    return np.unique(np.concatenate(found))
+def _halo(indices, lo, hi, n, seen=None):
+    """The sorted distinct column ids outside ``lo:hi`` (int64), marking them in an ``n``-byte
+    mask ``seen`` (give the same mask over a part's chunks, then call with ``indices=None``)."""
+    seen = np.zeros(n, dtype=bool) if seen is None else seen
+    if indices is not None:
+        seen[indices[(indices < lo) | (indices >= hi)]] = True
+        return seen
+    return np.flatnonzero(seen).astype(np.int64)
 
 
 def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks, chunk_entries):
@@ -346,7 +345,7 @@ def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks, 
             cols = cols[take]
             del take
         _sort_rows(indptr, cols, n, chunk_entries)
-        kept["halo"] = _halo(cols, lo, hi, chunk_entries)
+        kept["halo"] = _halo(None, lo, hi, n, _halo(cols, lo, hi, n))
         return cols
 
     def x():
@@ -357,7 +356,7 @@ def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks, 
         return rows if in_order else np.ascontiguousarray(rows[np.argsort(arrival)])
 
     def indices_pieces():     # rows in order: read, sort and scan the bucket a chunk at a time
-        found = [np.zeros(0, dtype=np.int64)]
+        seen = np.zeros(n, dtype=bool)
         with open(work.part_cols(k), "rb") as f:
             for r0, r1 in _row_chunks(indptr, chunk_entries):
                 a, b = int(indptr[r0]), int(indptr[r1])
@@ -366,11 +365,10 @@ def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks, 
                     raise ShardError(f"{work.part_cols(k)}: ends early (a damaged scratch "
                                      f"file; run again)")
                 _sort_rows(indptr[r0:r1 + 1] - a, cols, n, chunk_entries)
-                found.append(np.unique(cols[(cols < lo) | (cols >= hi)]).astype(np.int64))
-                if len(found) > 16:
-                    found = [np.unique(np.concatenate(found))]
+                _halo(cols, lo, hi, n, seen)
                 yield cols
-        kept["halo"] = np.unique(np.concatenate(found))
+        kept["halo"] = _halo(None, lo, hi, n, seen)
+        del seen
 
     def x_pieces():
         rows_per = max(1, (chunk_entries * 4) // max(4 * feats.dim, 1))
