@@ -45,7 +45,6 @@ Local: no communication.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import zlib

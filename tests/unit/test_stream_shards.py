@@ -197,7 +197,6 @@ def test_spmm_check_from_shards_and_k_not_p(shard_dirs):
 @pytest.mark.parametrize("p", [1, 2, 3])
 def test_graph_from_shards_equals_the_whole_graph_run(shard_dirs, edge_file, p):
     from spgnn.cli import graph as graph_cli
-    from spgnn import algorithms as G
     from spgnn import DistSparseMatrix, Layout, grid_1d
     from spgnn.io import load_adjacency
 
