@@ -39,6 +39,8 @@ SUITES = {
     "sage_accuracy": "minibatch GraphSAGE accuracy with the sage and ladies samplers",
     "partition_table": "partitioners on real graphs: volumes, max send, imbalance",
     "scale": "setup, epoch and peak memory of train as the graph grows (medians of fresh jobs)",
+    "streaming_partition": "the streaming partitioner LDG against METIS and random: cut, balance",
+    "edgelist_gen": "writes a large synthetic text edge list (spgnn partition's streaming path)",
 }
 
 

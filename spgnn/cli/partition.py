@@ -1,8 +1,7 @@
 """``python -m spgnn partition``: partition a graph once and write it as shards (docs/data.md).
 
-One process (a preprocessing tool: it holds the whole graph), then any number
-of parallel runs read the shards, each rank only its own rows
-(:meth:`spgnn.gnn.DistGraph.from_shards`)::
+One process (a preprocessing tool), then any number of parallel runs read the
+shards, each rank only its own rows (:meth:`spgnn.gnn.DistGraph.from_shards`)::
 
     python -m spgnn partition --graph cora --parts 4 --method metis --out /shared/cora-4
     srun -n 4 python -m spgnn train --graph /shared/cora-4 ...
@@ -13,6 +12,13 @@ no split, 0.6:0.2 by default), partitioned by :func:`spgnn.partition.partition_g
 on the pattern ``DistGraph`` partitions, and written with
 :func:`spgnn.partition.to_shards.partition_to_shards`: an interrupted run
 resumes when run again with the same arguments.
+
+A text edge list (``.txt .edges .el .tsv .csv``, optionally ``.gz``) is
+streamed instead, in bounded memory, never held whole
+(:func:`spgnn.partition.stream_shards.edge_list_to_shards`; with ``--method
+ldg``, ``none`` or ``random`` the graph is never in memory); ``--in-memory``
+(or ``--relabel``) loads it whole as the other formats are.  The shards are
+the same either way.
 """
 
 import time
@@ -44,6 +50,13 @@ def add_parser(sub):
     p.add_argument("--split", default=None, metavar="TRAIN:VAL",
                    help="random stratified split (default: the graph's own, else 0.6:0.2)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of --split (default 0)")
+    p.add_argument("--in-memory", action="store_true",
+                   help="load a text edge list whole instead of streaming it (the shards are "
+                        "the same)")
+    p.add_argument("--chunk-mb", type=float, default=1.0, metavar="MB",
+                   help="text per parsed chunk on the streaming path (default 1)")
+    p.add_argument("--ldg-passes", type=int, default=None, metavar="P",
+                   help="passes of --method ldg over the stream (default 1; more lower the cut)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -78,6 +91,8 @@ def run(args):
         raise ValueError(f"partition: runs in one process (it writes every shard), but was "
                          f"started on {comm.size} ranks; run it without mpiexec/srun")
     t0 = time.perf_counter()
+    if _streams(args):
+        return _run_streaming(args, comm, split, t0)
     graph = with_synthetic(load_graph(args.graph, name=args.name, **graph_options(args)),
                            args.features, args.labels)
     if split is None and graph.train_mask is None:
@@ -95,6 +110,40 @@ def run(args):
               "bytes": sum(e["bytes"] for e in man["files"]),
               "up_to_date": not kept, "parts_kept": sum(kept), "parts_written": len(kept) - sum(kept),
               "load_seconds": round(t_load, 3),
+              "seconds": round(time.perf_counter() - t0, 3)}
+    print_result(comm, result, args.json)
+    return 0
+
+
+def _streams(args) -> bool:
+    """Whether ``--graph`` is a text edge list to stream (not ``--in-memory`` / ``--relabel``)."""
+    from ..io.edgelist_stream import is_edge_list_path
+
+    return not (args.in_memory or args.relabel) and is_edge_list_path(args.graph)
+
+
+def _run_streaming(args, comm, split, t0):
+    from ..partition.stream_shards import edge_list_to_shards
+
+    if args.chunk_mb <= 0:
+        raise ValueError(f"partition: --chunk-mb must be positive, but got {args.chunk_mb}")
+    ldg = {} if args.ldg_passes is None else {"passes": args.ldg_passes}
+    kept, stages = [], {}
+    man = edge_list_to_shards(
+        args.graph, args.out, args.parts, args.method, args.seed, features=args.features,
+        labels=args.labels, split=split or (0.6, 0.2), split_seed=args.split_seed,
+        num_nodes=args.num_nodes, name=args.name, source=args.graph,
+        chunk_bytes=int(args.chunk_mb * (1 << 20)), ldg_options=ldg, stages=stages,
+        progress=lambda k, was_kept: kept.append(was_kept))
+    result = {"out": str(args.out), "graph": man["name"], "n": man["n"], "nnz": man["nnz"],
+              "parts": man["parts"], "method": args.method, "seed": args.seed,
+              "streamed": True,
+              "rows_per_part": [b - a for a, b in zip(man["offsets"], man["offsets"][1:])],
+              "halo_per_part": [e["halo"] for e in man["files"]],
+              "bytes": sum(e["bytes"] for e in man["files"]),
+              "largest_part_bytes": max(e["bytes"] for e in man["files"]),
+              "up_to_date": not kept, "parts_kept": sum(kept),
+              "parts_written": len(kept) - sum(kept), "seconds_by_pass": stages,
               "seconds": round(time.perf_counter() - t0, 3)}
     print_result(comm, result, args.json)
     return 0

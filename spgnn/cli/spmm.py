@@ -7,6 +7,15 @@ algorithm needs.  One untimed multiply builds any exchange plan; then
 ``--repeat`` timed multiplies (slowest rank, median).  The bytes are those of
 one multiply once plans exist (the ``setup_*`` fields count the plan).
 With ``--check``, rank 0 compares the result with scipy.
+
+``--graph DIR`` (a shard directory written by ``spgnn partition``): no rank
+loads the graph; each reads only the rows its blocks hold (A' as the shards
+store it, in their order: ``--partition`` does not apply) and draws its rows
+of X.  X is drawn in row chunks keyed by ``(seed, chunk)``
+(:func:`operand_rows`), so it is the same matrix whoever draws it, and a run
+from shards equals the run on the graph file with the shards' partition.
+With ``--check`` each rank computes its rows of the reference and rank 0
+gathers them (``Y`` is gathered too: a debugging aid for graphs that fit).
 """
 
 
@@ -61,6 +70,28 @@ def add_parser(sub):
     return p
 
 
+#: Rows of X per independently seeded chunk (:func:`operand_rows`).
+X_CHUNK_ROWS = 1 << 14
+
+
+def operand_rows(seed, lo, hi, f):
+    """Rows ``lo:hi`` of the ``n x f`` random operand X (float32 standard normal). Local, pure.
+
+    Drawn in chunks of :data:`X_CHUNK_ROWS` rows, chunk ``c`` from
+    ``numpy.random.default_rng([seed, c])``: any rank draws any rows without
+    the others, and the matrix does not depend on who draws it.
+    """
+    out = np.empty((max(hi - lo, 0), f), dtype=np.float32)
+    for c in range(lo // X_CHUNK_ROWS, -(-hi // X_CHUNK_ROWS)):
+        c0, c1 = c * X_CHUNK_ROWS, (c + 1) * X_CHUNK_ROWS
+        a, b = max(lo, c0), min(hi, c1)
+        if a >= b:
+            continue
+        rows = np.random.default_rng([seed, c]).standard_normal((b - c0, f)).astype(np.float32)
+        out[a - lo:b - lo] = rows[a - c0:]
+    return out
+
+
 def _prepare_root(args, blocks):
     """Rank 0: graph, partition order, X and the reference product."""
     import scipy.sparse as sp
@@ -74,7 +105,7 @@ def _prepare_root(args, blocks):
     else:
         perm, offsets, _ = partition_graph(adj, args.partition, blocks, seed=args.seed)
     a = permute(adj, perm)
-    x = np.random.default_rng(args.seed).standard_normal((n, args.feat)).astype(np.float32)
+    x = operand_rows(args.seed, 0, n, args.feat)
     reference = (sp.csr_array(a, dtype=np.float64) @ x.astype(np.float64)) if args.check else None
     return a, x, reference, {"n": n, "nnz": int(a.nnz), "name": name, "offsets": offsets.tolist()}
 
@@ -115,9 +146,9 @@ def _choose(comm, args):
     return top
 
 
-def _distribute(comm, args, a, x, meta, grid3d):
-    """A and X in the layouts of ``args.algo``, scattered from rank 0. Collective."""
-    from spgnn import DistDenseMatrix, DistSparseMatrix, Layout, ProcessGrid
+def _layouts(comm, args, meta, grid3d):
+    """``(grid, layout of A, layout of X)`` of ``args.algo``. Collective (makes the grid)."""
+    from spgnn import Layout, ProcessGrid
     from spgnn.core.spmm_15d import layouts_15d
     from spgnn.core.spmm_3d import layouts_3d
 
@@ -134,9 +165,67 @@ def _distribute(comm, args, a, x, meta, grid3d):
     else:
         grid = ProcessGrid(comm, (p,), ("row",))
         la = lx = Layout("row", row_splits=offsets)
+    return grid, la, lx
+
+
+def _distribute(comm, args, a, x, meta, grid3d):
+    """A and X in the layouts of ``args.algo``, scattered from rank 0. Collective."""
+    from spgnn import DistDenseMatrix, DistSparseMatrix
+
+    grid, la, lx = _layouts(comm, args, meta, grid3d)
     A = DistSparseMatrix.from_global(a, grid, la, backend=args.backend, root=0)
     X = DistDenseMatrix.from_global(x, grid, lx, backend=args.backend, root=0)
     return A, X
+
+
+def _from_shards(comm, args, blocks):
+    """``(meta, A, X, reference rows or None)`` from a shard directory, each rank reading only
+    its rows and drawing its rows of X. Collective."""
+    import scipy.sparse as sp
+
+    from spgnn import DistDenseMatrix, DistSparseMatrix
+
+    from . import _shards
+
+    man = _shards.read_manifest(comm, args.graph)
+    n, f = int(man["n"]), args.feat
+    offsets = _shards.block_offsets_of(man, blocks, "spmm")
+    meta = {"n": n, "nnz": int(man["nnz"]), "name": man["name"], "offsets": list(offsets),
+            "partition": f"shards ({man['partition']['method']}, K={man['parts']})"}
+    grid3d = None
+    if args.algo == "3d":
+        from spgnn.plan.events import best_grid_3d
+
+        grid3d = (parse_grid(args.grid, comm.size, what="spmm: --grid") if args.grid else
+                  best_grid_3d(n, comm.size, [f] * 3))
+    grid, la, lx = _layouts(comm, args, meta, grid3d)
+    (ar, ac), (xr, xc) = la.bounds(grid, (n, n)), lx.bounds(grid, (n, f))
+    block = _shards.read_rows(comm, args.graph, man, *ar)
+    rows = sp.csr_array(block.adj, dtype=np.float32)
+    local = sp.csr_array(rows[:, ac[0]:ac[1]]) if tuple(ac) != (0, n) else rows
+    local.sort_indices()
+    A = DistSparseMatrix.from_local(local, (n, n), grid, la, backend=args.backend)
+    x = np.ascontiguousarray(operand_rows(args.seed, *xr, f)[:, xc[0]:xc[1]])
+    X = DistDenseMatrix.from_local(A.backend.from_host(x), (n, f), grid, lx, backend=A.backend)
+    reference = None
+    if args.check:             # this rank's rows of A' @ X, for the rows it read
+        cols = np.unique(rows.indices)
+        sub = sp.csr_array((rows.data.astype(np.float64), np.searchsorted(cols, rows.indices),
+                            rows.indptr), shape=(rows.shape[0], cols.size))
+        reference = (tuple(ar), sub @ _gather_rows(args.seed, cols, f).astype(np.float64))
+    return meta, grid3d, A, X, reference
+
+
+def _gather_rows(seed, ids, f):
+    """Rows ``ids`` (sorted) of X, drawing only the chunks that hold them."""
+    out = np.empty((ids.size, f), dtype=np.float32)
+    chunk = ids // X_CHUNK_ROWS
+    for c in np.unique(chunk):
+        sel = np.flatnonzero(chunk == c)
+        c0 = int(c) * X_CHUNK_ROWS
+        rows = operand_rows(seed, c0, int(ids[sel[-1]]) + 1, f)
+        out[sel] = rows[ids[sel] - c0]
+    return out
 
 
 def _sum_max(comm, value):
@@ -170,6 +259,10 @@ def measure(comm, args):
         auto = _choose(comm, args)
     blocks = p // args.replication if args.algo in ("15d", "15d-aware") else p
     a = x = reference = meta = None
+    from . import _shards
+    if _shards.is_shard_dir(args.graph):
+        meta, grid3d, A, X, reference = _from_shards(comm, args, blocks)
+        return _run(comm, args, be, auto, meta, grid3d, A, X, reference, sharded=True)
     if comm.rank == 0:
         try:
             a, x, reference, meta = _prepare_root(args, blocks)
@@ -184,6 +277,15 @@ def measure(comm, args):
         grid3d = (parse_grid(args.grid, p, what="spmm: --grid") if args.grid else
                   best_grid_3d(meta["n"], p, [args.feat] * 3))
     A, X = _distribute(comm, args, a, x, meta, grid3d)
+    return _run(comm, args, be, auto, meta, grid3d, A, X, reference, sharded=False)
+
+
+def _run(comm, args, be, auto, meta, grid3d, A, X, reference, *, sharded):
+    """The timed multiplies and the result dict (every rank). Collective."""
+    from spgnn import spmm
+    from spgnn.bench import time_collective
+
+    p = comm.size
     with comm.track("setup") as setup:
         y = spmm(A, X, algorithm=args.algo)
     def once_synced():                 # device kernels are asynchronous: time them finished
@@ -198,7 +300,8 @@ def measure(comm, args):
     msgs_total, msgs_max = _sum_max(comm, once.total("messages"))
     setup_total, _ = _sum_max(comm, setup.total("bytes_sent") - once.total("bytes_sent"))
     result = {"algorithm": args.algo, "ranks": p, "graph": meta["name"], "n": meta["n"],
-              "nnz": meta["nnz"], "feat": args.feat, "partition": args.partition_file or args.partition,
+              "nnz": meta["nnz"], "feat": args.feat,
+              "partition": meta.get("partition") or args.partition_file or args.partition,
               "backend": A.backend.name, "bytes_total": sent_total, "bytes_max_rank": sent_max,
               "messages_total": msgs_total, "messages_max_rank": msgs_max,
               "setup_bytes_total": setup_total, "seconds": seconds, "seconds_min": fastest,
@@ -212,6 +315,14 @@ def measure(comm, args):
         result["auto"] = auto
     if grid3d:
         result["grid"] = "x".join(map(str, grid3d))
+    if args.check and sharded:          # each rank's rows of the reference, gathered on rank 0
+        (r0, r1), ref = reference
+        pieces = comm.allgather_obj((r0, ref), label="spmm:report")
+        if comm.rank == 0:
+            full_ref = np.zeros((meta["n"], args.feat))
+            for lo, rows in pieces:
+                full_ref[lo:lo + rows.shape[0]] = rows
+            reference = full_ref
     if args.check:
         full = y.to_global(root=0)
         err_abs = 0.0
@@ -234,6 +345,18 @@ def check_args(args):
     if args.replication == "auto" and args.algo not in ("15d", "15d-aware", "auto"):
         raise ValueError(f"spmm: --replication auto applies to --algo 15d, 15d-aware or auto, "
                          f"not {args.algo}")
+    from . import _shards
+    if _shards.is_shard_dir(args.graph):
+        fixed = [o for o, bad in (("--algo auto", args.algo == "auto"),
+                                  ("--replication auto", args.replication == "auto"),
+                                  (f"--partition {args.partition}", args.partition != "none"),
+                                  ("--partition-file", bool(args.partition_file)),
+                                  ("--num-nodes", args.num_nodes is not None),
+                                  ("--relabel", args.relabel)) if bad]
+        if fixed:
+            raise ValueError(f"spmm: --graph {args.graph} is a shard directory (partitioned "
+                             f"once by 'spgnn partition'); {', '.join(fixed)} do(es) not apply "
+                             f"to it: choose --algo and --replication, or pass the graph file")
     if args.partition_file and (args.algo == "auto" or args.replication == "auto"):
         raise ValueError("spmm: --partition-file fixes the blocks; it cannot be combined with "
                          "--algo auto or --replication auto")

@@ -30,8 +30,10 @@ which the part stores (``deg`` and ``halo_deg``); the mean aggregator and the
 row normalisation of the features are per row.  So a reader of any rows
 never needs another part's file, let alone the whole graph.
 
-Writing (:func:`write_shards`, one process: it holds the whole graph) is
-atomic per file (temporary file, fsync, rename: :mod:`spgnn.atomic`) and
+Writing (:func:`write_shards`, one process: it holds the whole graph; or,
+for a text edge list, :func:`spgnn.partition.stream_shards.edge_list_to_shards`
+in bounded memory through the same steps :func:`begin_write`,
+:func:`store_part`, :func:`manifest`, :func:`finish_write`) is atomic per file (temporary file, fsync, rename: :mod:`spgnn.atomic`) and
 resumable: a progress journal (``.progress.json``) and the order
 (``.order.npy``) are written first; a run interrupted after some parts keeps
 the parts whose files have the journal's size and checksum, and writes the
@@ -43,7 +45,6 @@ Local: no communication.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import zlib
@@ -59,7 +60,9 @@ from .preprocess import (feature_form, gcn_degrees, normalized_adjacency, offdia
                          undirected_weights)
 
 __all__ = ["FORMAT", "VERSION", "MANIFEST", "is_shard_dir", "read_manifest", "write_shards",
-           "read_rows", "RowBlock", "part_file", "partition_pattern"]
+           "read_rows", "RowBlock", "part_file", "partition_pattern", "begin_write", "store_part",
+           "kept_part", "manifest", "finish_write", "savez_stored", "LazyArrays",
+           "Chunked"]
 
 FORMAT = "spgnn-shards"
 #: The format version this spgnn writes and reads; another is refused (ShardError).
@@ -67,6 +70,8 @@ VERSION = 1
 MANIFEST = "manifest.json"
 PROGRESS = ".progress.json"
 ORDER = ".order.npy"
+#: The scratch folder of a streaming write (removed when it completes).
+WORK = ".work"
 
 #: What the stored arrays are (the manifest's ``preprocessing``).
 PREPROCESSING = {
@@ -216,7 +221,8 @@ def _part_arrays(a, deg, graph, perm, inv, lo, hi):
     block.sort_indices()
     cols = block.indices
     halo = np.unique(cols[(cols < lo) | (cols >= hi)]).astype(np.int64)
-    out = {"indptr": block.indptr.astype(np.int64), "indices": block.indices,
+    # scipy widens the indices to the indptr's int64: store the manifest's dtype
+    out = {"indptr": block.indptr.astype(np.int64), "indices": block.indices.astype(idt),
            "data": block.data, "deg": deg[ids], "halo": halo, "halo_deg": deg[perm[halo]]}
     x = graph.features
     if sp.issparse(x):
@@ -232,6 +238,106 @@ def _part_arrays(a, deg, graph, perm, inv, lo, hi):
         out[name] = (np.zeros(n, dtype=bool) if m is None else np.asarray(m, dtype=bool))[ids]
     out["orig"] = ids.astype(np.int64)
     return out
+
+
+def begin_write(directory, fp):
+    """Prepare ``directory`` for a write with fingerprint ``fp``. Local.
+
+    Returns the manifest when ``directory`` already holds complete shards of
+    the same fingerprint, the journal of an interrupted write of it (a dict
+    with ``fingerprint``, ``offsets``, ``files`` and whatever the writer
+    saved), or None for a fresh write (the directory is created).  Raises
+    ShardError when the directory holds anything else.
+    """
+    directory = Path(directory)
+    state = None
+    if directory.exists():
+        if not directory.is_dir():
+            raise ShardError(f"{directory}: exists and is not a directory")
+        if (directory / MANIFEST).exists():
+            man = read_manifest(directory)
+            if man.get("fingerprint") == fp and all(_part_complete(directory, e)
+                                                    for e in man["files"]):
+                return man
+            raise ShardError(f"{directory}: holds shards of another graph or partition "
+                             f"(or damaged ones); remove it or choose another --out")
+        if (directory / PROGRESS).exists():
+            try:
+                state = json.loads((directory / PROGRESS).read_text())
+            except (OSError, ValueError):
+                state = None
+            if not isinstance(state, dict) or state.get("fingerprint") != fp:
+                raise ShardError(f"{directory}: holds an interrupted write of another graph or "
+                                 f"partition; remove it or choose another --out")
+        elif any(not p.name.startswith((".tmp-", WORK)) for p in directory.iterdir()):
+            raise ShardError(f"{directory}: exists and is not a shard directory (no {MANIFEST}); "
+                             f"choose an empty or new --out")
+    directory.mkdir(parents=True, exist_ok=True)
+    return state
+
+
+def store_part(directory, k, lo, hi, arrays, state=None) -> dict:
+    """Write part ``k`` (rows ``lo:hi``) from its ``arrays``; its manifest entry. Local.
+
+    The file is written atomically and streamed (no second copy of the part
+    in memory); its size and sha256 are read back from the disk.  With a
+    journal ``state``, the entry is recorded in it (and the journal saved).
+    """
+    name = part_file(k)
+    path = Path(directory) / name
+    _write_part(path, arrays)
+    sizes = getattr(arrays, "sizes", None) or {k: np.asanyarray(arrays[k]).size
+                                               for k in ("data", "halo")}
+    entry = {"part": int(k), "file": name, "rows": [int(lo), int(hi)],
+             "nnz": int(sizes["data"]), "halo": int(sizes["halo"]),
+             "bytes": path.stat().st_size, "sha256": _sha256_file(path)}
+    if state is not None:
+        state["files"][name] = entry
+        _journal(directory, state)
+    return entry
+
+
+def kept_part(directory, state, k):
+    """The journal's entry of part ``k`` when its file is complete, else None. Local."""
+    done = None if state is None else state["files"].get(part_file(k))
+    return done if done is not None and _part_complete(directory, done) else None
+
+
+def manifest(*, name, source, n, num_features, num_classes, nnz, parts, offsets, method, seed,
+             feature_form, features_stored, min_edge_weight, counts, fingerprint, files,
+             pattern="off-diagonal entries of GCN's A-hat (as DistGraph.from_graph)") -> dict:
+    """The manifest of a complete write (the keys docs/data.md lists). Local, pure."""
+    return {
+        "format": FORMAT, "version": VERSION, "name": name,
+        "source": None if source is None else str(source),
+        "n": int(n), "num_features": int(num_features), "num_classes": int(num_classes),
+        "nnz": int(nnz), "parts": int(parts), "offsets": [int(v) for v in offsets],
+        "partition": {"method": str(method), "seed": int(seed), "pattern": pattern},
+        "preprocessing": PREPROCESSING,
+        "feature_form": feature_form,
+        "features_stored": features_stored,
+        "min_edge_weight": float(min_edge_weight),
+        "counts": counts,
+        "dtypes": {"indptr": "int64", "indices": str(np.dtype(np.int32 if n < 2**31 else np.int64)),
+                   "data": "float32", "deg": "float64", "halo": "int64", "halo_deg": "float64",
+                   "x": "float32", "label": "int64", "train": "bool", "val": "bool",
+                   "test": "bool", "orig": "int64"},
+        "checksum": "sha256 of each part file",
+        "fingerprint": fingerprint, "files": files,
+    }
+
+
+def finish_write(directory, man) -> dict:
+    """Write the manifest (last, atomically) and remove the journal and scratch files. Local."""
+    directory = Path(directory)
+    atomic_write(directory / MANIFEST, lambda f: f.write(json.dumps(man, indent=1).encode()))
+    _readable(directory / MANIFEST)
+    for tmp in (PROGRESS, ORDER):
+        try:
+            (directory / tmp).unlink()
+        except OSError:
+            pass
+    return man
 
 
 def write_shards(graph, directory, parts, order, *, method="none", seed=0, source=None,
@@ -274,29 +380,9 @@ def write_shards(graph, directory, parts, order, *, method="none", seed=0, sourc
                          f"at most the vertex count")
     directory = Path(directory)
     fp = _fingerprint(graph, parts, method, seed)
-    state = None
-    if directory.exists():
-        if not directory.is_dir():
-            raise ShardError(f"{directory}: exists and is not a directory")
-        if (directory / MANIFEST).exists():
-            man = read_manifest(directory)
-            if man.get("fingerprint") == fp and all(_part_complete(directory, e)
-                                                    for e in man["files"]):
-                return man
-            raise ShardError(f"{directory}: holds shards of another graph or partition "
-                             f"(or damaged ones); remove it or choose another --out")
-        if (directory / PROGRESS).exists():
-            try:
-                state = json.loads((directory / PROGRESS).read_text())
-            except (OSError, ValueError):
-                state = None
-            if not isinstance(state, dict) or state.get("fingerprint") != fp:
-                raise ShardError(f"{directory}: holds an interrupted write of another graph or "
-                                 f"partition; remove it or choose another --out")
-        elif any(not p.name.startswith(".tmp-") for p in directory.iterdir()):
-            raise ShardError(f"{directory}: exists and is not a shard directory (no {MANIFEST}); "
-                             f"choose an empty or new --out")
-    directory.mkdir(parents=True, exist_ok=True)
+    state = begin_write(directory, fp)
+    if isinstance(state, dict) and state.get("format") == FORMAT:
+        return state           # complete shards of the same graph and partition
     perm = None
     if state is not None and (directory / ORDER).exists():
         try:
@@ -322,65 +408,124 @@ def write_shards(graph, directory, parts, order, *, method="none", seed=0, sourc
     deg = gcn_degrees(a, undirected=True)
     entries = []
     for k in range(parts):
-        name = part_file(k)
         lo, hi = offsets[k], offsets[k + 1]
-        done = state["files"].get(name)
-        if done is not None and _part_complete(directory, done):
+        done = kept_part(directory, state, k)
+        if done is not None:
             entries.append(done)
             if progress:
                 progress(k, True)
             continue
         arrays = _part_arrays(a, deg, graph, perm, inv, lo, hi)
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        payload = buf.getvalue()
-        _write_part(directory / name, payload)
-        entry = {"part": k, "file": name, "rows": [lo, hi], "nnz": int(arrays["data"].size),
-                 "halo": int(arrays["halo"].size), "bytes": len(payload),
-                 "sha256": hashlib.sha256(payload).hexdigest()}
-        entries.append(entry)
-        state["files"][name] = entry
-        _journal(directory, state)
+        entries.append(store_part(directory, k, lo, hi, arrays, state))
+        del arrays
         if progress:
             progress(k, False)
     labels = np.asarray(graph.labels)
     x = graph.features
-    man = {
-        "format": FORMAT, "version": VERSION, "name": graph.name,
-        "source": None if source is None else str(source),
-        "n": n, "num_features": int(x.shape[1]),
-        "num_classes": int(max(labels.max(initial=-1), -1)) + 1,
-        "nnz": int(a.nnz), "parts": parts, "offsets": offsets,
-        "partition": {"method": str(method), "seed": int(seed),
-                      "pattern": "off-diagonal entries of GCN's A-hat (as DistGraph.from_graph)"},
-        "preprocessing": PREPROCESSING,
-        "feature_form": feature_form(x),
-        "features_stored": "csr" if sp.issparse(x) else "dense",
-        "min_edge_weight": float(graph.adj.data.min()) if graph.adj.nnz else 0.0,
-        "counts": {k: int(np.asarray(m, dtype=bool).sum()) if m is not None else 0
-                   for k, m in (("train", graph.train_mask), ("val", graph.val_mask),
-                                ("test", graph.test_mask))},
-        "dtypes": {"indptr": "int64", "indices": str(np.dtype(np.int32 if n < 2**31 else np.int64)),
-                   "data": "float32", "deg": "float64", "halo": "int64", "halo_deg": "float64",
-                   "x": "float32", "label": "int64", "train": "bool", "val": "bool",
-                   "test": "bool", "orig": "int64"},
-        "checksum": "sha256 of each part file",
-        "fingerprint": fp, "files": entries,
-    }
-    atomic_write(directory / MANIFEST, lambda f: f.write(json.dumps(man, indent=1).encode()))
-    _readable(directory / MANIFEST)
-    for tmp in (PROGRESS, ORDER):
-        try:
-            (directory / tmp).unlink()
-        except OSError:
-            pass
-    return man
+    man = manifest(
+        name=graph.name, source=source, n=n, num_features=x.shape[1],
+        num_classes=int(max(labels.max(initial=-1), -1)) + 1, nnz=a.nnz, parts=parts,
+        offsets=offsets, method=method, seed=seed, feature_form=feature_form(x),
+        features_stored="csr" if sp.issparse(x) else "dense",
+        min_edge_weight=float(graph.adj.data.min()) if graph.adj.nnz else 0.0,
+        counts={k: int(np.asarray(m, dtype=bool).sum()) if m is not None else 0
+                for k, m in (("train", graph.train_mask), ("val", graph.val_mask),
+                             ("test", graph.test_mask))},
+        fingerprint=fp, files=entries)
+    return finish_write(directory, man)
 
 
-def _write_part(path, payload):
+def _write_part(path, arrays):
     """One part file, atomically (a seam for the tests' interruptions); readable as umask allows."""
-    atomic_write(path, lambda f: f.write(payload))
+    atomic_write(path, lambda f: savez_stored(f, arrays))
     _readable(path)
+
+
+#: A fixed time stamp for the archive members: the same arrays give the same file (and sha256).
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+class LazyArrays(dict):
+    """Part arrays, each an array, a zero-argument callable making it when it is written, or a
+    :class:`Chunked` array written piece by piece.
+
+    :func:`savez_stored` makes and writes them one at a time, in order, and
+    drops each before making the next (so a part is never whole in memory);
+    ``sizes`` records each written array's element count.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sizes = {}
+
+
+class Chunked:
+    """A 1-D or 2-D array of known ``dtype`` and ``shape`` given as consecutive row pieces:
+    ``pieces()`` yields arrays whose rows, concatenated, are the array (never whole in memory)."""
+
+    def __init__(self, dtype, shape, pieces):
+        self.dtype, self.shape, self.pieces = np.dtype(dtype), tuple(shape), pieces
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape))
+
+
+_PIECE = 1 << 20
+
+
+def _write_npy(out, val):
+    """The ``.npy`` bytes of ``val`` (an array or :class:`Chunked`) into the stream ``out``, as
+    ``numpy.lib.format.write_array`` writes them, in pieces of at most 1 MiB (no copy)."""
+    fmt = np.lib.format
+    if isinstance(val, Chunked):
+        header = fmt.header_data_from_array_1_0(np.empty((0,) + val.shape[1:], val.dtype))
+        header["shape"] = val.shape
+        fmt.write_array_header_1_0(out, header)
+        rows = 0
+        for piece in val.pieces():
+            piece = np.ascontiguousarray(piece, dtype=val.dtype)
+            rows += piece.shape[0] if piece.ndim else 0
+            _write_bytes(out, piece)
+        if rows != val.shape[0]:
+            raise ShardError(f"a shard array of {val.shape[0]} rows got {rows} (a damaged "
+                             f"scratch file; run again)")
+        return
+    val = np.ascontiguousarray(val)
+    fmt.write_array_header_1_0(out, fmt.header_data_from_array_1_0(val))
+    _write_bytes(out, val)
+
+
+def _write_bytes(out, arr):
+    mv = memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else memoryview(b"")
+    for i in range(0, len(mv), _PIECE):
+        out.write(mv[i:i + _PIECE])
+
+
+def savez_stored(f, arrays) -> None:
+    """``numpy.savez`` of ``arrays`` into the open binary file ``f``, reproducibly. Local.
+
+    An uncompressed zip of ``.npy`` members (readable by ``numpy.load``),
+    written array by array in 1 MiB pieces (never a second copy of the
+    payload), with a fixed time stamp so that the bytes depend only on the
+    arrays.  Values may be callables and :class:`Chunked` (:class:`LazyArrays`).
+    """
+    import zipfile
+
+    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for key in list(arrays):
+            val = arrays[key]
+            if callable(val):
+                val = val()
+            if not isinstance(val, Chunked):
+                val = np.asanyarray(val)
+            if isinstance(arrays, LazyArrays):
+                arrays.sizes[key] = int(val.size)
+            info = zipfile.ZipInfo(f"{key}.npy", date_time=_ZIP_TIME)
+            info.compress_type = zipfile.ZIP_STORED
+            with zf.open(info, "w", force_zip64=True) as out:
+                _write_npy(out, val)
+            del val
 
 
 def _readable(path):
@@ -433,22 +578,24 @@ def _load_part(directory, man, k):
     """Part ``k``'s arrays, its size and sha256 checked; ShardError naming the file otherwise."""
     entry = man["files"][k]
     path = Path(directory) / entry["file"]
+    # The checksum is streamed and the arrays read from the file: one copy of the part in
+    # memory, not the file's bytes and then the arrays.
     try:
-        with open(path, "rb") as f:
-            payload = f.read()
+        size = path.stat().st_size
+        if size == entry["bytes"]:
+            digest = _sha256_file(path)
     except FileNotFoundError:
         raise ShardError(f"{path}: shard file missing (part {k} of {man['parts']})") from None
     except OSError as exc:
         raise ShardError(f"{path}: unreadable shard file: {exc}") from None
-    if len(payload) != entry["bytes"]:
-        raise ShardError(f"{path}: truncated or wrong size: {len(payload)} bytes, the manifest "
+    if size != entry["bytes"]:
+        raise ShardError(f"{path}: truncated or wrong size: {size} bytes, the manifest "
                          f"says {entry['bytes']}")
-    digest = hashlib.sha256(payload).hexdigest()
     if digest != entry["sha256"]:
         raise ShardError(f"{path}: checksum mismatch (sha256 {digest[:16]}..., the manifest "
                          f"says {entry['sha256'][:16]}...): the file is damaged")
     try:
-        with np.load(io.BytesIO(payload), allow_pickle=False) as z:
+        with np.load(path, allow_pickle=False) as z:
             arrays = {name: z[name] for name in z.files}
     except (ValueError, OSError, EOFError) as exc:
         raise ShardError(f"{path}: unreadable shard archive: {exc}") from None

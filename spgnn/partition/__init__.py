@@ -34,7 +34,8 @@ Partitioners
 ------------
 :func:`block_partition` (contiguous, identity order),
 :func:`random_partition` (balanced random), :func:`metis_partition`
-(pymetis, vertex- or nnz-balanced, or on vertices and training vertices), :func:`balanced_partition` (METIS then a
+(pymetis, vertex- or nnz-balanced, or on vertices and training vertices), :func:`ldg_partition`
+(LDG, one streaming pass for graphs METIS cannot hold), :func:`balanced_partition` (METIS then a
 refinement that lowers the maximum send volume, the objective of Graph-VB),
 :func:`double_permutation` (Plexus's independent row and column
 permutations) and :func:`reorder` (locality orders: RCM, degree, METIS).
@@ -51,6 +52,7 @@ part ids, ``P A Pᵀ``, a permuted graph, one rank's rows, partition files) and 
 
 from .balanced import balanced_partition
 from .double import DoublePermutation, block_nnz_imbalance, double_permutation
+from .ldg import ldg_partition
 from .metis import metis_partition
 from .order import (local_view, order_from_parts, permute, permute_graph, read_partition_file,
                     write_partition_file)
@@ -62,7 +64,8 @@ from .stats import PartitionStats, partition_stats
 
 __all__ = [
     "Partition", "PartitionStats", "DoublePermutation", "partition_stats", "block_partition",
-    "random_partition", "metis_partition", "balanced_partition", "double_permutation",
+    "random_partition", "metis_partition", "balanced_partition", "ldg_partition",
+    "double_permutation",
     "reorder", "block_nnz_imbalance",
     # the registry and what the command lines do with a partition
     "PARTITIONERS", "BALANCES_TRAINING", "PartitionOrder", "partition_graph", "order_from_parts",

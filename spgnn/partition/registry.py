@@ -8,6 +8,7 @@ import numpy as np
 
 from ..layout import block_offsets
 from .balanced import balanced_partition
+from .ldg import ldg_partition
 from .metis import metis_partition
 from .result import Partition
 from .simple import block_partition, random_partition
@@ -26,6 +27,7 @@ PARTITIONERS: dict[str, Callable[..., Partition]] = {
     "random": random_partition,
     "metis": metis_partition,
     "balanced": balanced_partition,
+    "ldg": ldg_partition,
 }
 
 #: The partitioners that also balance training vertices when :func:`partition_graph`

@@ -7,7 +7,7 @@ import numpy as np
 from ._common import as_pattern, check_nparts
 from .result import Partition, make_partition
 
-__all__ = ["block_partition", "random_partition"]
+__all__ = ["block_partition", "random_partition", "random_parts"]
 
 
 def _even_sizes(n: int, nparts: int) -> np.ndarray:
@@ -38,9 +38,18 @@ def random_partition(A, nparts: int, seed: int = 0) -> Partition:
     """
     nparts = check_nparts(nparts, "random_partition")
     A = as_pattern(A, "random_partition")
-    n = A.shape[0]
+    return make_partition(A, random_parts(A.shape[0], nparts, seed), nparts, "random",
+                          {"seed": seed})
+
+
+def random_parts(n: int, nparts: int, seed: int = 0) -> np.ndarray:
+    """The part ids of :func:`random_partition` for ``n`` vertices, without the graph. Local.
+
+    What the streaming path of ``spgnn partition`` uses (it never holds the
+    graph); int64 array (n,).
+    """
     rng = np.random.default_rng(seed)
     parts = np.empty(n, dtype=np.int64)
     parts[rng.permutation(n)] = np.repeat(np.arange(nparts, dtype=np.int64),
                                           _even_sizes(n, nparts))
-    return make_partition(A, parts, nparts, "random", {"seed": seed})
+    return parts

@@ -24,7 +24,7 @@ def graph(n=60, seed=0):
 
 
 def test_one_list_of_names():
-    assert tuple(PARTITIONERS) == ("none", "random", "metis", "balanced")
+    assert tuple(PARTITIONERS) == ("none", "random", "metis", "balanced", "ldg")
     assert data.PARTITIONS == tuple(PARTITIONERS)
     for module, default in ((spmm, "none"), (plan, "metis"), (train, "none")):
         sub = argparse.ArgumentParser().add_subparsers()

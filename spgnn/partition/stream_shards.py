@@ -1,0 +1,546 @@
+"""A text edge list to shards in bounded memory: ``spgnn partition``'s streaming path.
+
+:func:`edge_list_to_shards` never holds the text, nor the edge set: every
+pass reads a file sequentially in chunks and writes what it learns to
+scratch files in ``DIR/.work`` (removed at the end):
+
+1. **scan** (:func:`spgnn.io.edgelist_stream.scan_edge_list`): ``n``, the line
+   count, a CRC-32 of the pairs (the resume fingerprint), raw degrees;
+2. **bucket by range**: each edge, in both directions, is appended to the
+   bucket file of the vertex range of its source (ranges of about equal
+   raw entry counts, about ``chunk_entries`` each);
+3. **de-duplicate** each range bucket in turn (sort, unique, no self-loops:
+   ``A' = max(A, Aᵀ)`` of an unweighted graph), appending its rows to one CSR
+   file of ``A'`` in the input order (``adj.indices`` + the ``O(n)`` row counts);
+4. **partition**: ``none`` / ``random`` need only ``n``; ``ldg`` streams the
+   CSR file in row chunks (:func:`spgnn.partition.ldg.ldg_stream`);
+   ``metis`` / ``balanced`` load ``A'`` whole (they need it: for graphs
+   that fit);
+5. **bucket by part**: the CSR file is read again and each row, its columns
+   renumbered, appended to its part's bucket (and its synthetic feature row
+   to the part's feature bucket);
+6. **write** each part from its buckets: CSR (indices sorted per row),
+   degrees, the halo and its degrees (from the ``O(n)`` degree array), features,
+   labels, masks, original ids (:func:`spgnn.io.shards.store_part`).
+
+Peak memory: one text chunk, the ``O(n)`` arrays (degrees, the order and
+its inverse, labels and masks: about 40 bytes per vertex), and one range or
+part bucket at a time.  The arrays written equal those of the in-memory path
+(:func:`spgnn.partition.to_shards.partition_to_shards` of the loaded graph
+with the same features, labels, split, method and seed) bit for bit.
+
+Writes are atomic per file and resumable: an interrupted run finds the
+journal; if the part buckets were complete it writes the missing parts from
+them, otherwise it starts the passes again (parts already written are kept).
+
+Local, one process.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ShardError
+from ..io import shards as shard_io
+from ..io._text import _stem
+from ..io.edgelist_stream import DEFAULT_CHUNK_BYTES, iter_edge_chunks, scan_edge_list
+from ..io.graph import Graph
+from ..io.preprocess import SPARSE_DENSITY
+from ..io.synthetic import (FEATURE_SPECS, _random_spec, check_feature_spec, check_label_spec,
+                            synthetic_labels)
+from ..layout import block_offsets
+from ._common import perm_offsets
+from .registry import PARTITIONERS, partition_graph
+from .simple import random_parts
+
+__all__ = ["edge_list_to_shards", "STREAMING_METHODS"]
+
+#: At most this many range buckets (pass 2); each holds about ``chunk_entries`` entries.
+RANGE_BUCKETS_MAX = 4096
+
+#: Methods that never hold the graph (``metis`` and ``balanced`` load ``A'`` whole).
+STREAMING_METHODS = ("none", "random", "ldg")
+
+
+def _append(path, array):
+    with open(path, "ab") as f:
+        np.ascontiguousarray(array).tofile(f)
+
+
+class _Work:
+    """The scratch folder ``DIR/.work`` and its file names."""
+
+    def __init__(self, directory):
+        self.root = Path(directory) / shard_io.WORK
+
+    def reset(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root.mkdir(parents=True)
+
+    def range_bucket(self, b):
+        return self.root / f"range-{b:05d}.pairs"
+
+    def part_cols(self, k):
+        return self.root / f"part-{k:05d}.cols"
+
+    def part_x(self, k):
+        return self.root / f"part-{k:05d}.x"
+
+    @property
+    def indices(self):
+        return self.root / "adj.indices"
+
+    @property
+    def counts(self):
+        return self.root / "adj.counts.npy"
+
+
+def _range_bounds(raw_degree, nbuckets):
+    """``nbuckets + 1`` vertex boundaries cutting the raw entries into about equal ranges."""
+    n = raw_degree.size
+    csum = np.cumsum(raw_degree)
+    total = int(csum[-1]) if n else 0
+    targets = (np.arange(1, nbuckets) * total) // max(nbuckets, 1)
+    inner = np.searchsorted(csum, targets, side="right")
+    return np.unique(np.concatenate([[0], inner, [n]])).astype(np.int64)
+
+
+def _bucket_by_range(path, work, bounds, itype, chunk_bytes, comment, chunk_entries):
+    """Pass 2: each edge, both directions, appended to the bucket of its source's range.
+
+    Pairs are gathered over text chunks until about ``chunk_entries``, then
+    sorted by bucket and appended with one write per bucket (so a graph of
+    many buckets costs one file open per bucket and flush, not per chunk).
+    """
+    nb = bounds.size - 1
+    for b in range(nb):
+        work.range_bucket(b).write_bytes(b"")
+    held, count = [], 0
+
+    def flush():
+        src = np.concatenate([h[0] for h in held])
+        dst = np.concatenate([h[1] for h in held])
+        held.clear()
+        which = np.searchsorted(bounds, src, side="right") - 1
+        order = np.argsort(which, kind="stable")
+        cuts = np.searchsorted(which[order], np.arange(nb + 1))
+        both = np.empty((src.size, 2), dtype=itype)
+        both[:, 0] = src[order]
+        both[:, 1] = dst[order]
+        del src, dst, which, order
+        for b in range(nb):
+            if cuts[b + 1] > cuts[b]:
+                _append(work.range_bucket(b), both[cuts[b]:cuts[b + 1]])
+
+    for pairs, _ in iter_edge_chunks(path, chunk_bytes=chunk_bytes, comment=comment):
+        keep = pairs[:, 0] != pairs[:, 1]
+        u, v = pairs[keep, 0].astype(itype), pairs[keep, 1].astype(itype)
+        held.append((np.concatenate([u, v]), np.concatenate([v, u])))
+        count += 2 * u.size
+        del pairs, u, v, keep
+        if count >= chunk_entries:
+            flush()
+            count = 0
+    if held:
+        flush()
+
+
+def _dedup_ranges(work, bounds, n, itype):
+    """Pass 3: each range bucket sorted and de-duplicated into the CSR file of ``A'``."""
+    counts = np.zeros(n, dtype=np.int64)
+    work.indices.write_bytes(b"")
+    for b in range(bounds.size - 1):
+        lo, hi = int(bounds[b]), int(bounds[b + 1])
+        pairs = np.fromfile(work.range_bucket(b), dtype=itype).reshape(-1, 2)
+        key = (pairs[:, 0].astype(np.int64) - lo) * n
+        key += pairs[:, 1]
+        del pairs
+        key.sort()
+        if key.size:
+            first = np.empty(key.size, dtype=bool)
+            first[0] = True
+            np.not_equal(key[1:], key[:-1], out=first[1:])
+            key = key[first]
+            del first
+        rows = key // n
+        counts[lo:hi] = np.bincount(rows, minlength=hi - lo)
+        del rows
+        _append(work.indices, (key % n).astype(itype))
+        del key
+        work.range_bucket(b).unlink()
+    np.save(work.counts, counts)
+    return counts
+
+
+def _csr_chunks(work, counts, itype, chunk_entries):
+    """``(row0, indptr, indices)`` of the CSR file of ``A'``, read sequentially in row chunks."""
+    n = counts.size
+    isz = np.dtype(itype).itemsize
+    ends = np.cumsum(counts)
+    with open(work.indices, "rb") as f:
+        row0, pos = 0, 0
+        while row0 < n:
+            row1 = int(np.searchsorted(ends, pos + chunk_entries, side="right"))
+            row1 = min(max(row1, row0 + 1), n)
+            stop = int(ends[row1 - 1])
+            f.seek(pos * isz)
+            indices = np.fromfile(f, dtype=itype, count=stop - pos)
+            indptr = np.empty(row1 - row0 + 1, dtype=np.int64)
+            indptr[0] = pos
+            indptr[1:] = ends[row0:row1]
+            yield row0, indptr, indices
+            row0, pos = row1, stop
+
+
+def _order(method, parts, seed, n, counts, work, itype, chunk_entries, ldg_options):
+    """Pass 4: ``(perm, offsets)`` of the partition (``perm[new] = old``)."""
+    if method == "none":
+        return np.arange(n, dtype=np.int64), np.asarray(block_offsets(n, parts), dtype=np.int64)
+    if method == "random":
+        return perm_offsets(random_parts(n, parts, seed), parts)
+    if method == "ldg":
+        from .ldg import ldg_stream
+        labels = ldg_stream(n, parts, lambda: _csr_chunks(work, counts, itype, chunk_entries),
+                            **ldg_options)
+        return perm_offsets(labels.astype(np.int64), parts)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    indices = np.fromfile(work.indices, dtype=itype)
+    pattern = sp.csr_array((np.ones(indices.size, dtype=np.float32), indices, indptr),
+                           shape=(n, n))
+    perm, offsets, _ = partition_graph(pattern, method, parts, seed)
+    perm = np.arange(n, dtype=np.int64) if perm is None else np.asarray(perm, dtype=np.int64)
+    return perm, np.asarray(offsets, dtype=np.int64)
+
+
+class _Features:
+    """Synthetic features of a spec, row range by row range (the in-memory arrays, in pieces)."""
+
+    def __init__(self, spec, n, counts):
+        check_feature_spec(spec, "--features")
+        self.spec, self.n = spec, n
+        self.dense = spec.startswith("random:")
+        if self.dense:
+            self.dim, seed = _random_spec(spec, "features", FEATURE_SPECS[0])
+            self.rng = np.random.default_rng([seed, 1])
+        elif spec == "degree":
+            self.col = np.floor(np.log2(1.0 + counts)).astype(np.int64)
+            self.dim = int(self.col.max()) + 1 if n else 1
+        else:
+            self.dim = n
+        self.nonzero = 0
+
+    def rows(self, lo, hi):
+        """Dense float32 rows ``lo:hi`` (random features only: drawn in order, once)."""
+        x = self.rng.random((hi - lo, self.dim), dtype=np.float32)
+        self.nonzero += int(np.count_nonzero(x))
+        return x
+
+    def sparse_rows(self, ids):
+        """``x_indptr``, ``x_indices``, ``x_data`` of the rows ``ids`` (degree / onehot)."""
+        cols = self.col[ids] if self.spec == "degree" else np.asarray(ids, dtype=np.int64)
+        return {"x_indptr": np.arange(ids.size + 1, dtype=np.int64),
+                "x_indices": cols.astype(np.int64),
+                "x_data": np.ones(ids.size, dtype=np.float32)}
+
+    @property
+    def form(self):
+        if not self.dense:
+            return "csr"
+        size = self.n * self.dim
+        return "csr" if size and self.nonzero <= SPARSE_DENSITY * size else "dense"
+
+
+def _bucket_by_part(work, counts, parts_of, inv, nparts, itype, chunk_entries, feats):
+    """Pass 5: rows of ``A'`` (columns renumbered) and feature rows appended to their part's buckets."""
+    for k in range(nparts):
+        work.part_cols(k).write_bytes(b"")
+        if feats.dense:
+            work.part_x(k).write_bytes(b"")
+    for row0, indptr, indices in _csr_chunks(work, counts, itype, chunk_entries):
+        row1 = row0 + indptr.size - 1
+        rp = parts_of[row0:row1]
+        ep = np.repeat(rp, np.diff(indptr))
+        order = np.argsort(ep, kind="stable")
+        cols = inv[indices[order]].astype(itype)
+        cuts = np.searchsorted(ep[order], np.arange(nparts + 1))
+        del ep, order
+        for k in range(nparts):
+            if cuts[k + 1] > cuts[k]:
+                _append(work.part_cols(k), cols[cuts[k]:cuts[k + 1]])
+        del cols
+        if feats.dense:
+            x = feats.rows(row0, row1)
+            rorder = np.argsort(rp, kind="stable")
+            rcuts = np.searchsorted(rp[rorder], np.arange(nparts + 1))
+            for k in range(nparts):
+                if rcuts[k + 1] > rcuts[k]:
+                    _append(work.part_x(k), x[rorder[rcuts[k]:rcuts[k + 1]]])
+            del x
+
+
+def _row_chunks(indptr, chunk_entries):
+    """``(row0, row1)`` ranges of about ``chunk_entries`` entries (at least one row each)."""
+    r, row0 = indptr.size - 1, 0
+    while row0 < r:
+        row1 = int(np.searchsorted(indptr, indptr[row0] + chunk_entries, side="right")) - 1
+        row1 = min(max(row1, row0 + 1), r)
+        yield row0, row1
+        row0 = row1
+
+
+def _sort_rows(indptr, indices, n, chunk_entries):
+    """Sort each row's column ids in place, a few rows at a time (bounded extra memory)."""
+    for row0, row1 in _row_chunks(indptr, chunk_entries):
+        a, b = int(indptr[row0]), int(indptr[row1])
+        if b > a:
+            rows = np.repeat(np.arange(row1 - row0, dtype=np.int64), np.diff(indptr[row0:row1 + 1]))
+            key = rows * n
+            del rows
+            key += indices[a:b]
+            key.sort()
+            indices[a:b] = key % n
+            del key
+
+
+def _halo(indices, lo, hi, n, seen=None):
+    """The sorted distinct column ids outside ``lo:hi`` (int64), marking them in an ``n``-byte
+    mask ``seen`` (give the same mask over a part's chunks, then call with ``indices=None``)."""
+    seen = np.zeros(n, dtype=bool) if seen is None else seen
+    if indices is not None:
+        seen[indices[(indices < lo) | (indices >= hi)]] = True
+        return seen
+    return np.flatnonzero(seen).astype(np.int64)
+
+
+def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks, chunk_entries):
+    """Part ``k``'s arrays from its buckets (those of ``shards._part_arrays``), made one at a
+    time as they are written (:class:`spgnn.io.shards.LazyArrays`)."""
+    ids = perm[lo:hi]
+    # the buckets hold the part's rows in increasing original id
+    arrival = np.argsort(ids, kind="stable")
+    in_order = bool(np.all(arrival == np.arange(ids.size)))
+    rc = counts[ids]
+    indptr = np.zeros(ids.size + 1, dtype=np.int64)
+    np.cumsum(rc, out=indptr[1:])
+    nnz = int(indptr[-1])
+    kept = {}
+
+    def indices():
+        cols = np.fromfile(work.part_cols(k), dtype=itype)
+        if cols.size != nnz:
+            raise ShardError(f"{work.part_cols(k)}: holds {cols.size} entries, expected {nnz} "
+                             f"(a damaged scratch file; run again)")
+        if not in_order:        # rows arrived by original id: put them in the part's order
+            src = np.zeros(ids.size + 1, dtype=np.int64)
+            np.cumsum(rc[arrival], out=src[1:])
+            where = np.empty_like(arrival)
+            where[arrival] = np.arange(arrival.size)
+            take = np.repeat(src[where] - indptr[:-1], rc) + np.arange(nnz, dtype=np.int64)
+            cols = cols[take]
+            del take
+        _sort_rows(indptr, cols, n, chunk_entries)
+        kept["halo"] = _halo(None, lo, hi, n, _halo(cols, lo, hi, n))
+        return cols
+
+    def x():
+        rows = np.fromfile(work.part_x(k), dtype=np.float32).reshape(-1, feats.dim)
+        if rows.shape[0] != ids.size:
+            raise ShardError(f"{work.part_x(k)}: holds {rows.shape[0]} feature rows, expected "
+                             f"{ids.size} (a damaged scratch file; run again)")
+        return rows if in_order else np.ascontiguousarray(rows[np.argsort(arrival)])
+
+    def indices_pieces():     # rows in order: read, sort and scan the bucket a chunk at a time
+        seen = np.zeros(n, dtype=bool)
+        with open(work.part_cols(k), "rb") as f:
+            for r0, r1 in _row_chunks(indptr, chunk_entries):
+                a, b = int(indptr[r0]), int(indptr[r1])
+                cols = np.fromfile(f, dtype=itype, count=b - a)
+                if cols.size != b - a:
+                    raise ShardError(f"{work.part_cols(k)}: ends early (a damaged scratch "
+                                     f"file; run again)")
+                _sort_rows(indptr[r0:r1 + 1] - a, cols, n, chunk_entries)
+                _halo(cols, lo, hi, n, seen)
+                yield cols
+        kept["halo"] = _halo(None, lo, hi, n, seen)
+        del seen
+
+    def x_pieces():
+        rows_per = max(1, (chunk_entries * 4) // max(4 * feats.dim, 1))
+        with open(work.part_x(k), "rb") as f:
+            for r0 in range(0, ids.size, rows_per):
+                r1 = min(r0 + rows_per, ids.size)
+                yield np.fromfile(f, dtype=np.float32, count=(r1 - r0) * feats.dim) \
+                    .reshape(-1, feats.dim)
+
+    def ones():
+        for a in range(0, nnz, chunk_entries):
+            yield np.ones(min(chunk_entries, nnz - a), dtype=np.float32)
+
+    out = shard_io.LazyArrays()
+    out["indptr"] = indptr
+    if in_order:
+        out["indices"] = shard_io.Chunked(itype, (nnz,), indices_pieces)
+    else:
+        out["indices"] = indices
+    out["data"] = shard_io.Chunked(np.float32, (nnz,), ones)
+    out["deg"] = lambda: rc.astype(np.float64) + 1.0
+    out["halo"] = lambda: kept["halo"]
+    out["halo_deg"] = lambda: counts[perm[kept.pop("halo")]].astype(np.float64) + 1.0
+    if feats.dense:
+        out["x"] = shard_io.Chunked(np.float32, (ids.size, feats.dim), x_pieces) if in_order \
+            else x
+    else:
+        out.update(feats.sparse_rows(ids))
+    out["label"] = lambda: labels[ids]
+    for name, m in zip(("train", "val", "test"), masks):
+        out[name] = (lambda m=m: m[ids])
+    out["orig"] = lambda: ids.astype(np.int64)
+    return out
+
+
+def edge_list_to_shards(path, directory, parts, method="ldg", seed=0, *, features, labels,
+                        split=(0.6, 0.2), split_seed=0, num_nodes=None, name=None,
+                        source=None, chunk_bytes=DEFAULT_CHUNK_BYTES, chunk_entries=1 << 20,
+                        comment="#", ldg_options=None, progress=None, stages=None) -> dict:
+    """Partition the text edge list ``path`` into ``parts`` shards in bounded memory. Local.
+
+    Parameters
+    ----------
+    path : a SNAP-style edge list (:func:`spgnn.io.load_snap_edgelist`'s format), plain or gzip.
+    directory, parts, method, seed : as :func:`spgnn.partition.to_shards.partition_to_shards`;
+        ``method`` a key of :data:`spgnn.partition.PARTITIONERS` (``metis`` and
+        ``balanced`` hold ``A'`` whole; the others never hold the graph).
+    features, labels : str
+        Synthetic specs (``random:F[:SEED]``, ``degree``, ``onehot``;
+        ``random:C[:SEED]``): an edge list has neither.
+    split : (train, val) fractions of the stratified random split (``Graph.random_split``).
+    num_nodes : int, optional
+        The vertex count (``--num-nodes``), else the largest id + 1.
+    chunk_bytes : text per parsed chunk; chunk_entries : CSR entries per row chunk.
+    ldg_options : dict, optional
+        ``passes`` and ``slack`` of :func:`spgnn.partition.ldg.ldg_stream`.
+    progress : callable, optional
+        ``progress(k, kept)`` after each part.
+    stages : dict, optional
+        Filled with seconds per pass (scan, range, dedup, partition, bucket, write).
+
+    Returns the manifest.  Raises GraphFormatError / InputTooLarge for a bad
+    file, ValueError for bad arguments, ShardError for a ``directory`` holding
+    something else.
+    """
+    if method not in PARTITIONERS:
+        raise ValueError(f"partition: unknown method {method!r}; expected one of "
+                         f"{tuple(PARTITIONERS)}")
+    if features is None or labels is None:
+        raise ValueError(f"partition: the edge list {path} has no features or labels; give "
+                         f"--features and --labels specs (e.g. --features random:32 --labels "
+                         f"random:4)")
+    check_feature_spec(features, "--features")
+    check_label_spec(labels, "--labels")
+    if isinstance(parts, (bool, np.bool_)) or int(parts) != parts or int(parts) < 1:
+        raise ValueError(f"partition: parts must be an integer >= 1, but got {parts!r}")
+    parts = int(parts)
+    stages = {} if stages is None else stages
+    clock = [time.perf_counter()]
+
+    def lap(stage):
+        now = time.perf_counter()
+        stages[stage] = round(stages.get(stage, 0.0) + now - clock[0], 3)
+        clock[0] = now
+
+    scan = scan_edge_list(path, num_nodes=num_nodes, chunk_bytes=chunk_bytes, comment=comment)
+    n = scan.n
+    lap("scan")
+    if parts > max(n, 1):
+        raise ValueError(f"write_shards: {parts} parts of a graph of {n} vertices; parts must be "
+                         f"at most the vertex count")
+    fp = {"format": shard_io.FORMAT, "version": shard_io.VERSION, "stream": True, "n": n,
+          "lines": scan.lines, "crc32": scan.crc32, "parts": parts, "method": str(method),
+          "seed": int(seed), "features": features, "labels": labels,
+          "split": [float(s) for s in split], "split_seed": int(split_seed),
+          "ldg": dict(ldg_options or {}) if method == "ldg" else None}
+    directory = Path(directory)
+    state = shard_io.begin_write(directory, fp)
+    if isinstance(state, dict) and state.get("format") == shard_io.FORMAT:
+        return state
+    work = _Work(directory)
+    itype = np.int32 if n < 2**31 else np.int64
+    label_arr = synthetic_labels(n, labels)
+    g = Graph(adj=sp.csr_array((n, n), dtype=np.float32), labels=label_arr)
+    g = g.random_split(*split, seed=split_seed)
+    masks = (g.train_mask, g.val_mask, g.test_mask)
+    del g
+    resumed = (state is not None and state.get("stage") == "buckets"
+               and (directory / shard_io.ORDER).exists() and work.counts.exists())
+    if resumed:
+        perm = np.load(directory / shard_io.ORDER)
+        offsets = [int(v) for v in state["offsets"]]
+        counts = np.load(work.counts)
+        feats = _Features(features, n, counts)
+        feats.nonzero = int(state.get("feature_nonzero", 0))
+    else:
+        work.reset()
+        nb = int(min(RANGE_BUCKETS_MAX, max(1, -(-2 * scan.lines // chunk_entries))))
+        bounds = _range_bounds(scan.raw_degree, nb)
+        del scan
+        _bucket_by_range(path, work, bounds, itype, chunk_bytes, comment, chunk_entries)
+        lap("range")
+        counts = _dedup_ranges(work, bounds, n, itype)
+        lap("dedup")
+        perm, offsets = _order(method, parts, seed, n, counts, work, itype, chunk_entries,
+                               dict(ldg_options or {}))
+        offsets = [int(v) for v in offsets]
+        lap("partition")
+        shard_io.atomic_write(directory / shard_io.ORDER, lambda f: np.save(f, perm))
+        files = {} if state is None else state.get("files", {})
+        state = {"fingerprint": fp, "offsets": offsets, "files": files}
+        shard_io._journal(directory, state)
+        parts_of = np.empty(n, dtype=np.int32)
+        for k in range(parts):
+            parts_of[perm[offsets[k]:offsets[k + 1]]] = k
+        inv = np.empty(n, dtype=itype)
+        inv[perm] = np.arange(n, dtype=itype)
+        feats = _Features(features, n, counts)
+        _bucket_by_part(work, counts, parts_of, inv, parts, itype, chunk_entries, feats)
+        del parts_of, inv
+        work.indices.unlink()
+        state["stage"] = "buckets"
+        state["feature_nonzero"] = feats.nonzero
+        shard_io._journal(directory, state)
+        lap("bucket")
+    entries = []
+    for k in range(parts):
+        lo, hi = offsets[k], offsets[k + 1]
+        done = shard_io.kept_part(directory, state, k)
+        kept = done is not None
+        if not kept:
+            arrays = _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, label_arr,
+                                  masks, chunk_entries)
+            done = shard_io.store_part(directory, k, lo, hi, arrays, state)
+            del arrays
+        entries.append(done)
+        for f in (work.part_cols(k), work.part_x(k)):
+            try:
+                f.unlink()
+            except OSError:
+                pass
+        if progress:
+            progress(k, kept)
+    lap("write")
+    man = shard_io.manifest(
+        name=name or _stem(path), source=path if source is None else source, n=n,
+        num_features=feats.dim, num_classes=int(max(label_arr.max(initial=-1), -1)) + 1,
+        nnz=int(counts.sum()), parts=parts, offsets=offsets, method=method, seed=seed,
+        feature_form=feats.form, features_stored="dense" if feats.dense else "csr",
+        min_edge_weight=1.0 if fp["lines"] else 0.0,
+        counts={k: int(m.sum()) for k, m in zip(("train", "val", "test"), masks)},
+        fingerprint=fp, files=entries)
+    shard_io.finish_write(directory, man)
+    shutil.rmtree(work.root, ignore_errors=True)
+    return man
