@@ -147,6 +147,7 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
     history, resumed_from = ([], None) if not config.resume else \
         _resume.resume(comm, config, record, trainer, selection)
     metrics = Metrics(history)
+    trainer.time_waits = config.phases          # epoch_seconds_by_phase's wait (--phases)
     hooks = [metrics] + built.hooks
     if progress:
         hooks.append(ProgressBar(config.epochs, f"{name} {built.algorithm} P={comm.size}"))
@@ -181,7 +182,8 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
            "bytes_per_epoch": int(bytes_epoch[-1]) if bytes_epoch else 0,
            "bytes_per_epoch_constant": len(set(bytes_epoch)) <= 1,
            "bytes_per_epoch_max_rank": max(per_rank),
-           "bytes_per_epoch_by_label": _bytes_by_label(comm, metrics.last)}
+           "bytes_per_epoch_by_label": _bytes_by_label(comm, metrics.last),
+           "epoch_seconds_by_phase": metrics.phase_report(comm)}
     if config.backend == "cupy":        # node data on the device; how its buffers moved
         out.update(backend="cupy", gpu_comm=comm.gpu_comm)
     out.update(_mode_report(comm, built, metrics.last, selection, restored, last_ev))

@@ -27,11 +27,35 @@ import time
 
 import numpy as np
 
-from ..comm.stats import CommStats
+from ..comm.stats import CommStats, blocked_seconds
 from ..errors import NonFiniteError
 from .sources import FullGraph, Source
 
-__all__ = ["Trainer", "non_finite_error"]
+__all__ = ["Trainer", "non_finite_error", "epoch_phases"]
+
+
+def epoch_phases(seconds, events, clocks0, clocks1, waits_timed):
+    """Where one epoch's ``seconds`` went on this rank. Local.
+
+    ``comm``: ``{label: seconds}``, the time inside the communicator calls
+    of the epoch's steps (``events``; the same labels as the bytes), the
+    timed barriers excluded (a non-blocking call counts its start and its
+    wait, not the computation overlapped in between); ``wait``: the timed
+    barriers before the epoch's collectives (``clocks1 - clocks0``; None
+    when ``waits_timed`` is off: the waiting is then inside ``comm``);
+    ``quantize``: the exchange codec (encode and decode); ``compute``: the
+    rest of ``seconds`` -- local kernels, sampling, the optimizer, Python,
+    and the per-step finite check's one-flag all-reduce.  The four sum to
+    ``seconds``.
+    """
+    comm = {}
+    for ev in events:
+        comm[ev.label] = comm.get(ev.label, 0.0) + blocked_seconds(ev)
+    wait = clocks1.get("wait", 0.0) - clocks0.get("wait", 0.0)
+    quantize = clocks1.get("quantize", 0.0) - clocks0.get("quantize", 0.0)
+    compute = seconds - sum(comm.values()) - wait - quantize
+    return {"compute": compute, "comm": dict(sorted(comm.items())), "quantize": quantize,
+            "wait": wait if waits_timed else None}
 
 
 def non_finite_error(model, loss, epoch):
@@ -82,6 +106,12 @@ class Trainer:
     ----------
     epoch : int
         Epochs trained so far (the next epoch's dropout key).
+    time_waits : bool
+        Measure the waiting in each epoch (default False): every collective
+        of :meth:`train_epoch` runs a timed barrier first
+        (:attr:`spgnn.comm.stats.Ledger.time_waits`), so the record's
+        ``seconds_by_phase`` has ``wait`` and its communication times hold
+        the calls alone.  Costs one barrier per collective.
     source : the batch source
     graph : the source's graph (DistGraph, MinibatchGraph or HaloGraph)
     """
@@ -94,6 +124,7 @@ class Trainer:
         self.comm = source.comm
         self.seed = int(getattr(model, "seed", 0) if seed is None else seed)
         self.epoch = 0
+        self.time_waits = False
         self._check_params()
         self._place()
         source.bind(model)
@@ -141,10 +172,23 @@ class Trainer:
             before each step: over the global training nodes, or over the
             epoch's batch vertices), ``train_acc``, ``bytes`` (bytes this rank
             sent during the epoch's steps, from the ledger), ``seconds``,
-            ``bytes_by_label`` (the same per ledger label), then the source's
+            ``bytes_by_label`` (the same per ledger label),
+            ``seconds_by_phase`` (:func:`epoch_phases`), then the source's
             fields (minibatches: ``steps``, ``fetch_bytes``; the cache:
             ``hec``).
         """
+        ledger = self.comm.ledger
+        clocks0 = dict(ledger.clocks)
+        before, ledger.time_waits = ledger.time_waits, bool(self.time_waits)
+        try:
+            rec = self._train_epoch()
+        finally:
+            ledger.time_waits = before
+        rec["seconds_by_phase"] = epoch_phases(rec["seconds"], rec.pop("_events"),
+                                               clocks0, ledger.clocks, self.time_waits)
+        return rec
+
+    def _train_epoch(self):
         src, epoch = self.source, self.epoch
         t0 = time.perf_counter()
         src.start_epoch(epoch, self.seed)
@@ -173,6 +217,7 @@ class Trainer:
                    seconds=time.perf_counter() - t0,
                    bytes_by_label={k: int(v["bytes_sent"]) for k, v in events.by_label().items()})
         rec.update(src.record(events, steps))
+        rec["_events"] = events
         return rec
 
     def _backward(self, batch):
