@@ -144,7 +144,7 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
               f"(the largest rank owns {config.batch_size} or fewer training vertices): the "
               f"cache is never read with --hec-delay >= 1; use a smaller --batch-size",
               file=sys.stderr, flush=True)
-    history, resumed_from = ([], None) if not config.resume else \
+    history, resumed = ([], _resume.NOT_RESUMED) if not config.resume else \
         _resume.resume(comm, config, record, trainer, selection)
     metrics = Metrics(history)
     trainer.time_waits = config.phases          # epoch_seconds_by_phase's wait (--phases)
@@ -171,7 +171,7 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
            "model": config.model, **({"auto": built.auto} if built.auto else {}),
            "seed": config.seed, "n": eg.num_nodes, "features": eg.num_features,
            "classes": eg.num_classes, "epochs": trainer.epoch,
-           "epochs_this_run": len(metrics.seconds), "resumed_from": resumed_from,
+           "epochs_this_run": len(metrics.seconds), **resumed,
            "test_acc": ev["test_acc"], "val_acc": ev["val_acc"], "train_acc": ev["train_acc"],
            "test_loss": ev["test_loss"], "val_loss": ev["val_loss"],
            "final_loss": metrics.history[-1][0] if metrics.history else None,
