@@ -14,7 +14,8 @@ the config, so Python users get the same run with
    returns the trainer (``--algo auto``: the time model's choice, logged);
 3. ``--resume DIR`` restores the newest intact checkpoint (it must come from
    the same configuration and data: :meth:`TrainConfig.record` and the
-   graph's fingerprint; a resume with other values is refused, naming them);
+   graph's fingerprint; a resume with other values is refused, naming them;
+   the rank count, ``--grid`` and ``--replication`` may change);
 4. :meth:`Trainer.fit <spgnn.gnn.Trainer.fit>` runs the epochs with hooks
    (metrics, evaluation with model selection, a tqdm bar on rank 0,
    checkpoints every ``--every`` epochs);
@@ -95,11 +96,14 @@ def train(comm, config, *, progress=False):
     Keys: ``test_acc``, ``val_acc``, ``train_acc`` (evaluation mode, the
     reported model), ``test_loss``, ``val_loss``, ``final_loss``,
     ``loss_history`` (this run's epochs), ``epochs`` (resumed ones included),
-    ``epochs_this_run``, ``resumed_from``, ``seconds_per_epoch`` (mean after
+    ``epochs_this_run``, ``resumed_from``, ``resumed_ranks`` and ``rebuilt``
+    (:func:`spgnn.cli._resume.resume`), ``seconds_per_epoch`` (mean after
     the first epoch, slowest rank), ``first_epoch_seconds``,
     ``setup_seconds``, ``bytes_per_epoch`` (all ranks, last epoch),
     ``bytes_per_epoch_constant``, ``bytes_per_epoch_max_rank``,
-    ``bytes_per_epoch_by_label``, ``algorithm``, ``model``, ``ranks``,
+    ``bytes_per_epoch_by_label``, ``epoch_seconds_by_phase``
+    (:meth:`Metrics.phase_report <spgnn.gnn.hooks.Metrics.phase_report>`),
+    ``algorithm``, ``model``, ``ranks``,
     ``graph``, ``seed``, ``n``, ``features``, ``classes``, and the mode's
     own (:func:`_mode_report`).
     """
