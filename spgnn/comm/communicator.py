@@ -992,8 +992,9 @@ class Communicator:
 
         start_wait = 0.0
         if nonblocking and self.ledger.time_waits:
-            # the start is collective: its barrier is timed here (a blocking call's in _run)
-            self._timed_barrier()
+            # the start is collective: its barrier is timed (and watched) as _run times a
+            # blocking call's, before the start itself
+            self._run(opname, label, lambda: None)
             start_wait = self._take_wait()
         t0 = time.perf_counter()
         if not split:
