@@ -496,7 +496,7 @@ def load_checkpoint_collective(comm, directory, accept=None) -> tuple[dict, int]
 
 
 def load_training_state(comm, directory, fmt: str, config: dict, what: str = "training",
-                        defaults=None):
+                        defaults=None, may_differ=()):
     """The newest checkpoint in ``directory``, checked to be a ``fmt`` state saved by ``config``.
 
     For training commands that store ``{"format": fmt, "config": {...}, ...}``.
@@ -505,7 +505,10 @@ def load_training_state(comm, directory, fmt: str, config: dict, what: str = "tr
     saved ``config`` differs from ``config`` in any key (each difference is
     named: resuming under other settings would not continue the same run).
     ``defaults`` (optional ``{key: value}``): what a saved config that lacks
-    a key (written before the key was recorded) stands for.
+    a key (written before the key was recorded) stands for.  ``may_differ``:
+    keys whose difference is allowed (a training run's rank count and grid:
+    its state is saved in a rank-count-independent form); the caller reads
+    the saved values from the returned state's ``config``.
     """
     def accept(state):
         # a state of this format whose records are not what the command wrote
@@ -527,7 +530,8 @@ def load_training_state(comm, directory, fmt: str, config: dict, what: str = "tr
         raise ValueError(f"train: {directory} holds no {what} checkpoint (it holds {found!r}; "
                          f"this one must be {fmt!r})")
     saved = {**(defaults or {}), **state.get("config", {})}
-    diff = {k: (saved.get(k), config[k]) for k in config if saved.get(k) != config[k]}
+    diff = {k: (saved.get(k), config[k]) for k in config
+            if saved.get(k) != config[k] and k not in may_differ}
     if diff:
         raise ValueError(f"train: the checkpoint in {directory} was written by another "
                          f"configuration: " + ", ".join(f"{k}: saved {a!r}, now {b!r}"

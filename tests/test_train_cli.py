@@ -32,7 +32,7 @@ def _json(proc):
 
 @pytest.fixture(scope="module")
 def reports():
-    return {p: _json(_train(p, "--epochs", "20", "--json", "--algo", "1d-aware"))
+    return {p: _json(_train(p, "--epochs", "20", "--json", "--algo", "1d-aware", "--phases"))
             for p in (1, 4)}
 
 
@@ -44,6 +44,17 @@ def test_json_report(reports, p):
     assert 0 <= r["test_acc"] <= 1 and r["seconds_per_epoch"] > 0
     assert r["bytes_per_epoch_constant"]
     assert (r["bytes_per_epoch"] > 0) == (p > 1)
+
+
+@pytest.mark.parametrize("p", [1, 4])
+def test_epoch_phases_sum_to_the_epoch(reports, p):
+    """--phases: compute, communication per label, quantize and the timed waits (issue 37)."""
+    r = reports[p]
+    ph = r["epoch_seconds_by_phase"]
+    assert set(ph["comm"]) == set(r["bytes_per_epoch_by_label"])
+    parts = [ph["compute"], ph["quantize"], ph["wait"], *ph["comm"].values()]
+    assert min(parts) >= 0 and sum(parts) == pytest.approx(ph["epoch"], rel=1e-9)
+    assert ph["epoch"] <= r["seconds_per_epoch"] * (1 + 1e-9)
 
 
 def test_ranks_do_not_change_the_training(reports):

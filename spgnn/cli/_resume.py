@@ -6,9 +6,14 @@ seed: dropout masks, permutations and samples are keyed by ``(seed,
 epoch)``), the model-selection state and the per-epoch history; a resume
 must come from the same configuration (:meth:`TrainConfig.record
 <spgnn.gnn.config.TrainConfig.record>`) and the same data
-(:func:`graph_fingerprint`).
+(:func:`graph_fingerprint`), except for how the ranks are laid out
+(:data:`LAYOUT_KEYS`): parameters and optimizer state are saved as whole
+matrices (:meth:`Trainer.gather_state <spgnn.gnn.train.Trainer.gather_state>`),
+so a run written on P ranks resumes on Q, rebuilding what is per rank by
+nature (:func:`rebuilt_state`) and saying so.
 """
 
+import sys
 import zlib
 
 import numpy as np
@@ -19,7 +24,13 @@ from ..errors import CheckpointError, NonFiniteError
 from ..gnn.config import EXCHANGE_RECORD_DEFAULTS
 from ..io import read_manifest
 
-__all__ = ["data_fingerprint", "graph_fingerprint", "lock", "resume", "checkpoint_state"]
+__all__ = ["data_fingerprint", "graph_fingerprint", "lock", "resume", "checkpoint_state",
+           "LAYOUT_KEYS", "NOT_RESUMED", "rebuilt_state"]
+
+#: Configuration keys a resume may change: how the ranks are laid out, not the model.
+LAYOUT_KEYS = ("ranks", "grid", "replication")
+#: The report keys of a run that did not resume.
+NOT_RESUMED = {"resumed_from": None, "resumed_ranks": None, "rebuilt": None}
 
 
 def data_fingerprint(config, graph):
@@ -59,11 +70,18 @@ def lock(comm, directory):
 
 
 def resume(comm, config, record, trainer, selection):
-    """Restore the newest usable checkpoint; ``(history, resumed_from)``. Collective."""
+    """Restore the newest usable checkpoint; ``(history, report)``. Collective.
+
+    ``report``: ``resumed_from`` (the checkpoint's epoch), ``resumed_ranks``
+    (the rank count that wrote it) and ``rebuilt`` (what this run rebuilt
+    instead of restoring, :func:`rebuilt_state`; empty when the ranks are
+    laid out as they were).  A changed layout is said in one line on rank 0.
+    """
     spec = config.spec
     state = load_training_state(comm, config.resume, spec.checkpoint_format, record,
                                 f"--model {spec.name} training",
-                                defaults=None if config.minibatch else EXCHANGE_RECORD_DEFAULTS)
+                                defaults=None if config.minibatch else EXCHANGE_RECORD_DEFAULTS,
+                                may_differ=LAYOUT_KEYS)
     try:
         trainer.restore_state(state["trainer"])
         err = None
@@ -80,7 +98,36 @@ def resume(comm, config, record, trainer, selection):
     if selection is not None and state.get("selection"):
         selection.best = dict(state["selection"]["best"])
         selection.best_state = state["selection"]["best_state"]
-    return state.get("history", []), trainer.epoch
+    saved = state["config"]
+    changed = [k for k in LAYOUT_KEYS if k in saved and saved[k] != record[k]]
+    rebuilt = rebuilt_state(config, trainer) if changed else []
+    if changed and comm.rank == 0:
+        layout = ", ".join(f"--{k} {saved[k] or 'default'} -> {record[k] or 'default'}"
+                           for k in changed if k != "ranks")
+        print(f"train: resumed from epoch {trainer.epoch} written on {saved.get('ranks')} ranks, "
+              f"now on {record['ranks']}{f' ({layout})' if layout else ''}: parameters and "
+              f"optimizer state restored; rebuilt: {', '.join(rebuilt)}",
+              file=sys.stderr, flush=True)
+    return state.get("history", []), {"resumed_from": trainer.epoch,
+                                      "resumed_ranks": saved.get("ranks"), "rebuilt": rebuilt}
+
+
+def rebuilt_state(config, trainer):
+    """What a resume on another layout of the ranks rebuilds instead of restoring. Local.
+
+    ``partition`` always (the graph's blocks, halos and exchange plans over
+    the new ranks); minibatch training: ``minibatch streams`` (each rank's
+    share of the batches and samples, keyed by ``(seed, epoch[, rank])``);
+    ``--hec on``: ``hec caches`` (never saved; empty at a checkpoint with
+    ``--hec-reset epoch``).  Full-graph dropout masks and stochastic
+    rounding are keyed by global ids and need nothing.
+    """
+    out = ["partition"]
+    if trainer.source.replicated:
+        out.append("minibatch streams")
+    if getattr(trainer.source, "hec", None) is not None:
+        out.append("hec caches")
+    return out
 
 
 def checkpoint_state(spec, record, metrics, selection):

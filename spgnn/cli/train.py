@@ -14,7 +14,8 @@ the config, so Python users get the same run with
    returns the trainer (``--algo auto``: the time model's choice, logged);
 3. ``--resume DIR`` restores the newest intact checkpoint (it must come from
    the same configuration and data: :meth:`TrainConfig.record` and the
-   graph's fingerprint; a resume with other values is refused, naming them);
+   graph's fingerprint; a resume with other values is refused, naming them;
+   the rank count, ``--grid`` and ``--replication`` may change);
 4. :meth:`Trainer.fit <spgnn.gnn.Trainer.fit>` runs the epochs with hooks
    (metrics, evaluation with model selection, a tqdm bar on rank 0,
    checkpoints every ``--every`` epochs);
@@ -95,11 +96,14 @@ def train(comm, config, *, progress=False):
     Keys: ``test_acc``, ``val_acc``, ``train_acc`` (evaluation mode, the
     reported model), ``test_loss``, ``val_loss``, ``final_loss``,
     ``loss_history`` (this run's epochs), ``epochs`` (resumed ones included),
-    ``epochs_this_run``, ``resumed_from``, ``seconds_per_epoch`` (mean after
+    ``epochs_this_run``, ``resumed_from``, ``resumed_ranks`` and ``rebuilt``
+    (:func:`spgnn.cli._resume.resume`), ``seconds_per_epoch`` (mean after
     the first epoch, slowest rank), ``first_epoch_seconds``,
     ``setup_seconds``, ``bytes_per_epoch`` (all ranks, last epoch),
     ``bytes_per_epoch_constant``, ``bytes_per_epoch_max_rank``,
-    ``bytes_per_epoch_by_label``, ``algorithm``, ``model``, ``ranks``,
+    ``bytes_per_epoch_by_label``, ``epoch_seconds_by_phase``
+    (:meth:`Metrics.phase_report <spgnn.gnn.hooks.Metrics.phase_report>`),
+    ``algorithm``, ``model``, ``ranks``,
     ``graph``, ``seed``, ``n``, ``features``, ``classes``, and the mode's
     own (:func:`_mode_report`).
     """
@@ -144,9 +148,10 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
               f"(the largest rank owns {config.batch_size} or fewer training vertices): the "
               f"cache is never read with --hec-delay >= 1; use a smaller --batch-size",
               file=sys.stderr, flush=True)
-    history, resumed_from = ([], None) if not config.resume else \
+    history, resumed = ([], _resume.NOT_RESUMED) if not config.resume else \
         _resume.resume(comm, config, record, trainer, selection)
     metrics = Metrics(history)
+    trainer.time_waits = config.phases          # epoch_seconds_by_phase's wait (--phases)
     hooks = [metrics] + built.hooks
     if progress:
         hooks.append(ProgressBar(config.epochs, f"{name} {built.algorithm} P={comm.size}"))
@@ -170,7 +175,7 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
            "model": config.model, **({"auto": built.auto} if built.auto else {}),
            "seed": config.seed, "n": eg.num_nodes, "features": eg.num_features,
            "classes": eg.num_classes, "epochs": trainer.epoch,
-           "epochs_this_run": len(metrics.seconds), "resumed_from": resumed_from,
+           "epochs_this_run": len(metrics.seconds), **resumed,
            "test_acc": ev["test_acc"], "val_acc": ev["val_acc"], "train_acc": ev["train_acc"],
            "test_loss": ev["test_loss"], "val_loss": ev["val_loss"],
            "final_loss": metrics.history[-1][0] if metrics.history else None,
@@ -181,7 +186,8 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
            "bytes_per_epoch": int(bytes_epoch[-1]) if bytes_epoch else 0,
            "bytes_per_epoch_constant": len(set(bytes_epoch)) <= 1,
            "bytes_per_epoch_max_rank": max(per_rank),
-           "bytes_per_epoch_by_label": _bytes_by_label(comm, metrics.last)}
+           "bytes_per_epoch_by_label": _bytes_by_label(comm, metrics.last),
+           "epoch_seconds_by_phase": metrics.phase_report(comm)}
     if config.backend == "cupy":        # node data on the device; how its buffers moved
         out.update(backend="cupy", gpu_comm=comm.gpu_comm)
     out.update(_mode_report(comm, built, metrics.last, selection, restored, last_ev))

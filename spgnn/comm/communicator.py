@@ -378,13 +378,19 @@ def _resolve_error_class(module: str, qualname: str):
 
 
 class Request:
-    """Handle of a non-blocking call; :meth:`wait` completes it and records its event."""
+    """Handle of a non-blocking call; :meth:`wait` completes it and records its event.
 
-    __slots__ = ("_finish", "_record", "_t0", "_done", "_result", "_watched")
+    ``record(seconds, blocked)`` gets the time from the start (``t0``) to
+    the end of the wait and the time spent blocked: the start (``t0`` to
+    this handle's creation) plus the wait itself.
+    """
 
-    def __init__(self, finish: Callable[[], Any], record: Callable[[float], None], t0: float,
-                 watched=None):
+    __slots__ = ("_finish", "_record", "_t0", "_done", "_result", "_watched", "_started")
+
+    def __init__(self, finish: Callable[[], Any], record: Callable[[float, float], None],
+                 t0: float, watched=None):
         self._finish, self._record, self._t0 = finish, record, t0
+        self._started = time.perf_counter() - t0
         self._done, self._result = False, None
         # (communicator, op, label, call number) for the collective watchdog, or None
         self._watched = watched
@@ -396,12 +402,14 @@ class Request:
         """
         if not self._done:
             w = self._watched
+            t_wait = time.perf_counter()
             if w is not None and w[0]._watch is not None:
                 self._result = w[0]._watched_wait(w, self._finish)
             else:
                 self._result = self._finish()
             self._done = True
-            self._record(time.perf_counter() - self._t0)
+            now = time.perf_counter()
+            self._record(now - self._t0, self._started + (now - t_wait))
             self._finish = self._record = self._watched = None
         return self._result
 
@@ -458,6 +466,8 @@ class Communicator:
         # why this rank may not enter another collective (Communicator.section);
         # one list shared with every split, so a break reaches the grid's axes
         self._broken = [None]
+        # seconds of the timed barriers (Ledger.time_waits) not yet put on an event
+        self._pending_wait = 0.0
 
     @property
     def gpu_comm(self) -> str:
@@ -579,8 +589,11 @@ class Communicator:
             raise CommunicatorBroken(f"rank {self.rank}: {op.lstrip('~')} {label or ''!s} refused: "
                                      f"{self._broken[0]}; its peers may be waiting there in a "
                                      f"collective this rank will never join: end the job")
+        timed = self.ledger.time_waits and op[0] != "~" and op != "barrier"
         w = self._watch
         if w is None:
+            if timed:
+                self._timed_barrier()
             return fn(*args)
         if op[0] == "~":
             now = (self, op[1:], label, None, time.monotonic())
@@ -589,10 +602,24 @@ class Communicator:
             now = (self, op, label, self._ncalls, time.monotonic())
         w.now = now
         try:
+            if timed:
+                self._timed_barrier()
             return fn(*args)
         finally:
             w.last = now
             w.now = None
+
+    def _timed_barrier(self):
+        """A barrier before a collective (``Ledger.time_waits``): its seconds are this rank's
+        wait for the slowest rank, kept for the call's event (``wait_seconds``)."""
+        if self.size > 1:
+            t0 = time.perf_counter()
+            self.transport.barrier()
+            self._pending_wait += time.perf_counter() - t0
+
+    def _take_wait(self) -> float:
+        wait, self._pending_wait = self._pending_wait, 0.0
+        return wait
 
     def _watched_wait(self, watched, finish):
         """``finish()`` of a non-blocking call, watched as its collective (``watched``)."""
@@ -632,10 +659,16 @@ class Communicator:
             raise TypeError(f"label must be a str or None, but got {label!r}")
         return label
 
-    def _record(self, op, label, sent, recv, messages, seconds):
+    def _record(self, op, label, sent, recv, messages, seconds, blocked=None, wait=None):
+        # a blocking call's seconds include its timed barrier (if any): take it out
+        if wait is None:
+            wait = self._take_wait()
+            seconds = max(0.0, seconds - wait)
+        blocked = seconds if blocked is None else blocked
         ev = CommEvent(op=op, label=label, axis=self.axis, bytes_sent=int(sent),
                        bytes_recv=int(recv), messages=int(messages), seconds=float(seconds),
-                       rank=self.ledger.rank, device=self._device_now)
+                       rank=self.ledger.rank, device=self._device_now,
+                       blocked_seconds=float(blocked), wait_seconds=float(wait))
         self._last_event = ev
         self.ledger.record(ev)
 
@@ -957,6 +990,12 @@ class Communicator:
         sent = int(s_el[others].sum()) * w
         recv = int(r_el[others].sum()) * w
 
+        start_wait = 0.0
+        if nonblocking and self.ledger.time_waits:
+            # the start is collective: its barrier is timed (and watched) as _run times a
+            # blocking call's, before the start itself
+            self._run(opname, label, lambda: None)
+            start_wait = self._take_wait()
         t0 = time.perf_counter()
         if not split:
             messages = int(np.count_nonzero(s_el[others]))
@@ -994,8 +1033,11 @@ class Communicator:
             if not nonblocking:
                 self._run(opname, label, finish)
 
-        def record(seconds):
-            self._record(opname, label, sent, recv, messages, seconds)
+        def record(seconds, blocked=None):
+            if nonblocking:
+                self._record(opname, label, sent, recv, messages, seconds, blocked, start_wait)
+            else:
+                self._record(opname, label, sent, recv, messages, seconds)
 
         if nonblocking:
             def complete():
@@ -1063,7 +1105,8 @@ class Communicator:
         label = self._label(label)
         t0 = time.perf_counter()
         req = self.transport.isend(a.reshape(-1), dest, tag)
-        return Request(req.wait, lambda s: self._record_p2p("send", label, dest, a.nbytes, s), t0,
+        return Request(req.wait,
+                       lambda s, b: self._record_p2p("send", label, dest, a.nbytes, s, b), t0,
                        self._start_nonblocking(f"~isend to rank {dest}", label))
 
     def irecv(self, buf, source, tag=0, *, label=None) -> Request:
@@ -1074,7 +1117,7 @@ class Communicator:
         t0 = time.perf_counter()
         req = self.transport.irecv(buf.reshape(-1), source, tag)
         return Request(lambda: (req.wait(), buf)[1],
-                       lambda s: self._record_p2p("recv", label, source, buf.nbytes, s), t0,
+                       lambda s, b: self._record_p2p("recv", label, source, buf.nbytes, s, b), t0,
                        self._start_nonblocking(f"~irecv from rank {source}", label))
 
     def _check_recv_buf(self, opname, buf):
@@ -1084,13 +1127,14 @@ class Communicator:
         if not (buf.flags.c_contiguous and buf.flags.writeable):
             raise ValueError(f"{opname}: buf must be C-contiguous and writeable")
 
-    def _record_p2p(self, op, label, peer, nbytes, seconds):
+    def _record_p2p(self, op, label, peer, nbytes, seconds, blocked=None):
+        # point-to-point calls never run a timed barrier (only the two peers take part)
         if peer == self.rank:  # self-traffic is never counted
-            self._record(op, label, 0, 0, 0, seconds)
+            self._record(op, label, 0, 0, 0, seconds, blocked, 0.0)
         elif op == "send":
-            self._record(op, label, nbytes, 0, 1, seconds)
+            self._record(op, label, nbytes, 0, 1, seconds, blocked, 0.0)
         else:
-            self._record(op, label, 0, nbytes, 0, seconds)
+            self._record(op, label, 0, nbytes, 0, seconds, blocked, 0.0)
 
     # ------------------------------------------------------------- objects
     def allgather_obj(self, obj, *, label=None) -> list:
@@ -1204,6 +1248,15 @@ class Communicator:
         self.transport.abort(code)
 
     # -------------------------------------------------------------- stats
+    def clock(self, name: str):
+        """Context manager adding the time spent inside it to ``ledger.clocks[name]``.
+
+        For work inside a communication step that is not a call, e.g. the
+        exchange codec (``"quantize"``), so the epoch phases can name it.
+        Local: no communication.
+        """
+        return self.ledger.clock(name)
+
     def track(self, label: str):
         """Context manager collecting the events recorded while it is open.
 

@@ -72,12 +72,13 @@ a communicator equals summing ``bytes_recv`` (for point-to-point, the
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 from spgnn.layout import block_bounds
 
-__all__ = ["CommEvent", "CommStats", "ReducedStats", "Ledger", "block_size",
+__all__ = ["CommEvent", "CommStats", "ReducedStats", "Ledger", "block_size", "blocked_seconds",
            "FIELDS", "model_allreduce", "allreduce_messages", "model_allgather", "model_alltoallv"]
 
 #: Aggregated numeric fields, in table order.
@@ -110,7 +111,9 @@ class CommEvent:
     bytes_sent, bytes_recv, messages : int
         Payload under the module's byte model.
     seconds : float
-        Wall time of the call (``time.perf_counter``).
+        Wall time of the call (``time.perf_counter``); a non-blocking call's
+        runs from its start to the end of its ``wait``.  A timed barrier
+        before the call (``wait_seconds``) is not included.
     rank : int
         World rank of the process that recorded it.
     device : str
@@ -120,6 +123,15 @@ class CommEvent:
         Bytes copied between device and host to stage the call (device to
         host plus host to device; 0 unless ``device == "staged"``).  Not
         payload: ``bytes_sent``/``bytes_recv`` are the same as a host run's.
+    blocked_seconds : float or None
+        Time this rank spent inside the communicator for the call: equal to
+        ``seconds`` for a blocking call; for a non-blocking one the start
+        plus the ``wait`` (the computation overlapped in between is not in
+        it).  ``None`` in events made by hand: read it through
+        :func:`blocked_seconds`.
+    wait_seconds : float
+        Time of the timed barrier run before the call while
+        :attr:`Ledger.time_waits` is on (waiting for slower ranks); 0 otherwise.
     """
 
     op: str
@@ -132,6 +144,13 @@ class CommEvent:
     rank: int
     device: str = ""
     staged_bytes: int = 0
+    blocked_seconds: float | None = None
+    wait_seconds: float = 0.0
+
+
+def blocked_seconds(ev: CommEvent) -> float:
+    """Seconds ``ev``'s rank spent inside the call (``ev.seconds`` when not recorded apart)."""
+    return ev.seconds if ev.blocked_seconds is None else ev.blocked_seconds
 
 
 def model_allreduce(n: int, itemsize: int, p: int, r: int) -> tuple:
@@ -435,18 +454,40 @@ class Ledger:
     ``stats`` keeps every event recorded since creation (call
     ``ledger.stats.clear()`` to bound memory in long runs); each open
     :meth:`scope` also receives the events recorded while it is open.
+
+    Clocks (the epoch phases of ``train``, docs/performance.md):
+    ``time_waits`` (default False) makes every collective of the
+    communicators sharing this ledger run a barrier first and record its
+    time as the event's ``wait_seconds`` -- the time this rank waited for
+    slower ranks to arrive -- so that the call's own ``seconds`` no longer
+    include it; ``clocks`` holds running sums in seconds: ``"wait"`` (every
+    event's ``wait_seconds``) and whatever :meth:`clock` times
+    (``"quantize"``: the exchange codec, :mod:`spgnn.core.codec`).
     """
 
     def __init__(self, rank: int = 0):
         self.rank = rank
         self.stats = CommStats()
         self._scopes: list[tuple[str, CommStats]] = []
+        self.time_waits = False
+        self.clocks: dict[str, float] = {"wait": 0.0}
+
+    @contextlib.contextmanager
+    def clock(self, name: str):
+        """Add the time spent inside the ``with`` block to ``clocks[name]``. Local."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.clocks[name] = self.clocks.get(name, 0.0) + (time.perf_counter() - t0)
 
     def current_label(self) -> str:
         """Path ``"outer/inner"`` of the open scopes, ``""`` when none is open."""
         return self._scopes[-1][0] if self._scopes else ""
 
     def record(self, event: CommEvent) -> None:
+        if event.wait_seconds:
+            self.clocks["wait"] += event.wait_seconds
         self.stats.append(event)
         for _, st in self._scopes:
             st.append(event)

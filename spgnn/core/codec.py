@@ -111,8 +111,9 @@ class Codec:
         """
         x = np.ascontiguousarray(backend.to_host(x))
         width = int(np.prod(x.shape[1:], dtype=np.int64))
-        codes, params = self.encode(backend, x.reshape(x.shape[0], width), send_counts,
-                                    row_keys)
+        with comm.clock("quantize"):             # the epoch phase "quantize" (comm.Ledger)
+            codes, params = self.encode(backend, x.reshape(x.shape[0], width), send_counts,
+                                        row_keys)
         recv_counts = np.asarray(recv_counts, dtype=np.int64)
         got_p = comm.alltoallv(params, send_counts, recv_counts, label=f"{label}:params",
                                split=split)
@@ -120,8 +121,9 @@ class Codec:
                                _quant.code_bytes(send_counts, self.bits, width, self.pack_axis),
                                _quant.code_bytes(recv_counts, self.bits, width, self.pack_axis),
                                label=f"{label}:data", split=split)
-        out = backend.dequantize_rows(got_c, got_p, recv_counts, self.bits, width,
-                                      dtype or x.dtype, self.pack_axis)
+        with comm.clock("quantize"):
+            out = backend.dequantize_rows(got_c, got_p, recv_counts, self.bits, width,
+                                          dtype or x.dtype, self.pack_axis)
         return out.reshape((out.shape[0],) + x.shape[1:])
 
 

@@ -204,6 +204,11 @@ class TrainConfig:
                                            "$SPGNN_COLLECTIVE_TIMEOUT or 600; 0: never; "
                                            "docs/reliability.md)", type=float,
                                      metavar="SECONDS")
+    phases: bool = _opt(False, "measure the waiting in each epoch: a timed barrier before every "
+                               "collective of the epochs (costs one barrier per collective); "
+                               "without it epoch_seconds_by_phase reports wait as null and the "
+                               "waiting inside the communication (docs/performance.md)",
+                        action="store_true")
 
     def __post_init__(self):
         if self.model not in MODELS:

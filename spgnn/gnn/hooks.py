@@ -42,13 +42,15 @@ class Metrics(Hook):
     Adds ``bytes_all_ranks`` (bytes every rank sent in the epoch, one
     all-reduce labelled ``train:report``) to each record and keeps
     ``history``: one ``[loss, train_acc, bytes_all_ranks]`` per epoch,
-    continued from ``history`` when resuming.  ``losses``, ``seconds`` and
-    ``bytes`` hold this run's epochs (``bytes``: what this rank sent).
+    continued from ``history`` when resuming.  ``losses``, ``seconds``,
+    ``bytes`` and ``phases`` hold this run's epochs (``bytes``: what this
+    rank sent; ``phases``: this rank's ``seconds_by_phase``,
+    :func:`spgnn.gnn.train.epoch_phases`); :meth:`phase_report` sums them up.
     """
 
     def __init__(self, history=()):
         self.history = [list(h) for h in history]
-        self.losses, self.seconds, self.bytes = [], [], []
+        self.losses, self.seconds, self.bytes, self.phases = [], [], [], []
         self.last = None
 
     def on_epoch_end(self, trainer, record):
@@ -59,8 +61,40 @@ class Metrics(Hook):
         self.losses.append(float(record["loss"]))
         self.seconds.append(float(record["seconds"]))
         self.bytes.append(int(record["bytes"]))
+        self.phases.append(record.get("seconds_by_phase"))
         self.last = record
         return False
+
+    def phase_report(self, comm):
+        """Seconds per epoch by phase, as ``train --json`` reports them. Collective.
+
+        The mean over this run's epochs -- the first left out when there are
+        more, as for ``seconds_per_epoch`` (it compiles kernels) -- and then
+        over the ranks of ``comm`` (one small ``allgather_obj``, label
+        ``train:report``): ``epoch`` (the wall time), ``compute``, ``comm``
+        (``{label: seconds}``; a rank without a label counts 0),
+        ``quantize`` and ``wait`` (None unless measured), which sum to
+        ``epoch``.  None when this run trained no epoch.
+        """
+        recs = [(t, ph) for t, ph in zip(self.seconds, self.phases) if ph is not None]
+        recs = recs[1:] if len(recs) > 1 else recs
+        mine = _mean_phases([dict(ph, epoch=t) for t, ph in recs])
+        parts = [p for p in comm.allgather_obj(mine, label="train:report") if p is not None]
+        return _mean_phases(parts)
+
+
+def _mean_phases(phases):
+    """The mean of ``seconds_by_phase`` dicts (with ``epoch``); None for none. Local."""
+    if not phases:
+        return None
+    n = len(phases)
+    labels = sorted(set().union(*(ph["comm"] for ph in phases)))
+    waits = [ph["wait"] for ph in phases]
+    return {"epoch": sum(ph["epoch"] for ph in phases) / n,
+            "compute": sum(ph["compute"] for ph in phases) / n,
+            "comm": {k: sum(ph["comm"].get(k, 0.0) for ph in phases) / n for k in labels},
+            "quantize": sum(ph["quantize"] for ph in phases) / n,
+            "wait": None if any(w is None for w in waits) else sum(waits) / n}
 
 
 class EvaluateEvery(Hook):

@@ -27,11 +27,37 @@ import time
 
 import numpy as np
 
-from ..comm.stats import CommStats
-from ..errors import NonFiniteError
+from ..backends import get_backend
+from ..comm.stats import CommStats, blocked_seconds
+from ..core.dist_dense import DistDenseMatrix
+from ..errors import DimensionMismatch, NonFiniteError
 from .sources import FullGraph, Source
 
-__all__ = ["Trainer", "non_finite_error"]
+__all__ = ["Trainer", "non_finite_error", "epoch_phases"]
+
+
+def epoch_phases(seconds, events, clocks0, clocks1, waits_timed):
+    """Where one epoch's ``seconds`` went on this rank. Local.
+
+    ``comm``: ``{label: seconds}``, the time inside the communicator calls
+    of the epoch's steps (``events``; the same labels as the bytes), the
+    timed barriers excluded (a non-blocking call counts its start and its
+    wait, not the computation overlapped in between); ``wait``: the timed
+    barriers before the epoch's collectives (``clocks1 - clocks0``; None
+    when ``waits_timed`` is off: the waiting is then inside ``comm``);
+    ``quantize``: the exchange codec (encode and decode); ``compute``: the
+    rest of ``seconds`` -- local kernels, sampling, the optimizer, Python,
+    and the per-step finite check's one-flag all-reduce.  The four sum to
+    ``seconds``.
+    """
+    comm = {}
+    for ev in events:
+        comm[ev.label] = comm.get(ev.label, 0.0) + blocked_seconds(ev)
+    wait = clocks1.get("wait", 0.0) - clocks0.get("wait", 0.0)
+    quantize = clocks1.get("quantize", 0.0) - clocks0.get("quantize", 0.0)
+    compute = seconds - sum(comm.values()) - wait - quantize
+    return {"compute": compute, "comm": dict(sorted(comm.items())), "quantize": quantize,
+            "wait": wait if waits_timed else None}
 
 
 def non_finite_error(model, loss, epoch):
@@ -82,6 +108,12 @@ class Trainer:
     ----------
     epoch : int
         Epochs trained so far (the next epoch's dropout key).
+    time_waits : bool
+        Measure the waiting in each epoch (default False): every collective
+        of :meth:`train_epoch` runs a timed barrier first
+        (:attr:`spgnn.comm.stats.Ledger.time_waits`), so the record's
+        ``seconds_by_phase`` has ``wait`` and its communication times hold
+        the calls alone.  Costs one barrier per collective.
     source : the batch source
     graph : the source's graph (DistGraph, MinibatchGraph or HaloGraph)
     """
@@ -94,6 +126,7 @@ class Trainer:
         self.comm = source.comm
         self.seed = int(getattr(model, "seed", 0) if seed is None else seed)
         self.epoch = 0
+        self.time_waits = False
         self._check_params()
         self._place()
         source.bind(model)
@@ -141,10 +174,23 @@ class Trainer:
             before each step: over the global training nodes, or over the
             epoch's batch vertices), ``train_acc``, ``bytes`` (bytes this rank
             sent during the epoch's steps, from the ledger), ``seconds``,
-            ``bytes_by_label`` (the same per ledger label), then the source's
+            ``bytes_by_label`` (the same per ledger label),
+            ``seconds_by_phase`` (:func:`epoch_phases`), then the source's
             fields (minibatches: ``steps``, ``fetch_bytes``; the cache:
             ``hec``).
         """
+        ledger = self.comm.ledger
+        clocks0 = dict(ledger.clocks)
+        before, ledger.time_waits = ledger.time_waits, bool(self.time_waits)
+        try:
+            rec = self._train_epoch()
+        finally:
+            ledger.time_waits = before
+        rec["seconds_by_phase"] = epoch_phases(rec["seconds"], rec.pop("_events"),
+                                               clocks0, ledger.clocks, self.time_waits)
+        return rec
+
+    def _train_epoch(self):
         src, epoch = self.source, self.epoch
         t0 = time.perf_counter()
         src.start_epoch(epoch, self.seed)
@@ -173,6 +219,7 @@ class Trainer:
                    seconds=time.perf_counter() - t0,
                    bytes_by_label={k: int(v["bytes_sent"]) for k, v in events.by_label().items()})
         rec.update(src.record(events, steps))
+        rec["_events"] = events
         return rec
 
     def _backward(self, batch):
@@ -317,19 +364,125 @@ class Trainer:
         self.seed = int(state["seed"])
 
     def gather_state(self):
-        """What a checkpoint of the whole job holds, on every rank.
+        """What a checkpoint of the whole job holds: ``{"global": state}``, the same on every rank.
 
-        A replicated source (minibatches): rank 0's :meth:`state_dict`, the
-        same on every rank (local).  Otherwise every rank's (blocks differ per
-        rank on 3D grids; collective).  :meth:`restore_state` takes it back.
+        ``state`` is :meth:`state_dict` in a form that does not depend on the
+        rank count: every parameter and every optimizer-state array as the
+        whole matrix, and the ``placement`` without what describes the ranks
+        (:func:`rank_free_placement`).  Parameters replicated on every rank
+        (minibatch training, 1d, 1.5D) are their own global form (local);
+        blocks of a 3D grid, sharded or not, are assembled (collective: one
+        redistribution per array over its grid, label ``train:checkpoint``).
+        :meth:`restore_state` takes it back at any rank count.
         """
         if self.source.replicated:
-            return {"replicated": self.state_dict()}
-        return {"ranks": self.comm.allgather_obj(self.state_dict(), label="train:checkpoint")}
+            state = self.state_dict()
+        else:
+            with self.comm.track("train:checkpoint"):
+                state = self._global_state_dict()
+        state["placement"] = rank_free_placement(state["placement"])
+        return {"global": state}
+
+    def _global_state_dict(self):
+        """:meth:`state_dict` with every block assembled into its global matrix. Collective."""
+        model = {name: p.to_global() for name, p in self.model.named_parameters()}
+        opt = self.optimizer.state_dict()
+        opt["state"] = [{k: _assemble(p, v) for k, v in sorted(st.items())}
+                        for p, st in zip(self.optimizer.params, opt["state"])]
+        return {"epoch": self.epoch, "seed": self.seed, "model": model, "optimizer": opt,
+                "placement": self._placement()}
 
     def restore_state(self, gathered):
-        """Restore this rank's part of :meth:`gather_state`'s result. Local."""
-        if self.source.replicated:
-            self.load_state_dict(gathered["replicated"])
+        """Restore :meth:`gather_state`'s result, at any rank count. Local.
+
+        ``{"global": state}`` (and ``{"replicated": state}`` of earlier
+        checkpoints, whose parameters are global anyway): this rank keeps its
+        block of every matrix (:meth:`load_global_state`).  ``{"ranks":
+        [...]}``, the per-rank blocks an earlier spgnn wrote for full-graph
+        models, only restores on the rank count that wrote it (ValueError
+        otherwise, naming both counts).
+        """
+        if "global" in gathered:
+            self.load_global_state(gathered["global"])
+        elif "replicated" in gathered:
+            self.load_global_state(gathered["replicated"])
         else:
-            self.load_state_dict(gathered["ranks"][self.comm.rank])
+            ranks = gathered["ranks"]
+            if len(ranks) != self.comm.size:
+                raise ValueError(f"{type(self).__name__}.restore_state: the checkpoint holds the "
+                                 f"per-rank blocks of {len(ranks)} ranks (written by an spgnn "
+                                 f"before rank-count-independent checkpoints); resume it on "
+                                 f"{len(ranks)} ranks, not {self.comm.size}")
+            self.load_state_dict(ranks[self.comm.rank])
+
+    def load_global_state(self, state):
+        """Restore a global-form state (:meth:`gather_state`): each rank slices its blocks. Local.
+
+        Raises
+        ------
+        ValueError
+            The state was saved for another rank-free placement (graph size,
+            dtype; minibatch mode, batch size, sampler, cache) or another
+            optimizer.
+        DimensionMismatch
+            A parameter's global shape differs (other layer widths).
+        NonFiniteError
+            A parameter holds NaN or infinity.
+        """
+        want = rank_free_placement(self._placement())
+        got = rank_free_placement(state.get("placement") or {})
+        if got != want:
+            raise ValueError(f"{type(self).__name__}.load_global_state: state saved for {got}, "
+                             f"this trainer is {want}")
+        named = dict(self.model.named_parameters())
+        if set(named) != set(state["model"]):
+            raise ValueError(f"{type(self).__name__}.load_global_state: parameters "
+                             f"{sorted(named)} do not match {sorted(state['model'])}")
+        for name, p in named.items():
+            v = np.asarray(state["model"][name])
+            if v.shape != p.shape:
+                raise DimensionMismatch(f"{type(self).__name__}.load_global_state: parameter "
+                                        f"{name!r} is {v.shape} in the state, {p.shape} here")
+            if not np.isfinite(v).all():
+                raise NonFiniteError(f"{type(self).__name__}.load_global_state: parameter "
+                                     f"{name!r} holds non-finite values")
+        self.model.load_state_dict({name: _block(p, state["model"][name])
+                                    for name, p in named.items()})
+        opt = dict(state["optimizer"])
+        if len(opt.get("state", ())) != len(self.optimizer.params):
+            raise ValueError(f"{type(self).__name__}.load_global_state: the optimizer state "
+                             f"holds {len(opt.get('state', ()))} parameters, this optimizer "
+                             f"{len(self.optimizer.params)}")
+        opt["state"] = [{k: _block(p, v) for k, v in st.items()}
+                        for p, st in zip(self.optimizer.params, opt["state"])]
+        self.optimizer.load_state_dict(opt)
+        self.epoch = int(state["epoch"])
+        self.seed = int(state["seed"])
+
+
+#: Placement keys that describe the ranks, not the model: a global-form state
+#: restores across them (the rank, the rank count, the grid, the replication,
+#: the partition's offsets, the algorithm --algo auto picks for the rank count).
+RANK_KEYS = ("rank", "size", "ranks", "grid", "replication", "offsets", "algorithm")
+
+
+def rank_free_placement(placement):
+    """``placement`` without :data:`RANK_KEYS`. Pure."""
+    return {k: v for k, v in placement.items() if k not in RANK_KEYS}
+
+
+def _assemble(p, block):
+    """The global matrix of ``block``, laid out as parameter ``p``. Collective over ``p.grid``."""
+    be = get_backend(None)
+    return DistDenseMatrix(be.from_host(np.ascontiguousarray(block)), p.shape, p.grid,
+                           p.layout).to_global()
+
+
+def _block(p, value):
+    """This rank's block of the global ``value`` of parameter ``p`` (a copy). Local."""
+    value = np.asarray(value)
+    if value.shape != p.shape:
+        raise DimensionMismatch(f"restore: a state array of parameter {p.name!r} is "
+                                f"{value.shape}, the parameter {p.shape}")
+    (r0, r1), (c0, c1) = p.layout.bounds(p.grid, p.shape)
+    return np.array(value[r0:r1, c0:c1], copy=True)
