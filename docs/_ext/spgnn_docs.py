@@ -1,0 +1,122 @@
+"""Sphinx extension of spgnn's reference manual (docs/conf.py loads it).
+
+* **Collective / Local.**  spgnn's docstrings say which calls every rank must
+  make together ("Collective.") and which a rank makes alone ("Local.").  The
+  reference states it first, as a line above the docstring, so a reader does
+  not have to find the word in the text.
+* **Constants.**  A constant re-exported by a package (``spgnn.gnn.ALGORITHMS``)
+  has its ``#:`` comment in the module that defines it, which autodoc does not
+  read; this finds it there, and shows the value when it is short.
+* **Prose after a numpydoc section.**  Many docstrings end their
+  ``Parameters`` (or ``Returns``, ``Raises``...) section with a paragraph of
+  prose, which numpydoc would read as one more parameter named after its
+  first words.  Such a paragraph (after a blank line, at the left margin,
+  several words, continuing on the next line or ending with a full stop) is
+  given a ``Notes`` heading before napoleon parses the docstring.
+* **Missing docstrings fail.**  Every object the reference lists on its own page
+  must have a docstring: an empty one is a warning, so the strict build
+  (``-W``) and ``tests/test_docs.py`` fail on it.
+"""
+
+import re
+import sys
+
+from sphinx.pycode import ModuleAnalyzer
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+_COLLECTIVE = re.compile(r"(?<![\w`])Collective\b")
+_LOCAL = re.compile(r"(?<![\w`])Local(?=[.,:;]| \()")
+
+COLLECTIVE_LINE = ("**Collective** -- every rank of the communicator (or grid) calls it, in the "
+                   "same order; see :ref:`collective-calls`.")
+LOCAL_LINE = "**Local** -- no communication: a rank calls it alone."
+
+
+def _constant_doc(name, obj):
+    """The ``#:`` comment of the module of spgnn that assigns ``obj`` to ``name``."""
+    for modname, mod in list(sys.modules.items()):
+        if not modname.startswith("spgnn") or getattr(mod, name, None) is not obj:
+            continue
+        try:
+            docs = ModuleAnalyzer.for_module(modname).find_attr_docs()
+        except Exception:  # a module without source (built-in, namespace)
+            continue
+        lines = docs.get(("", name))
+        if lines:
+            return [line for line in lines if line is not None], modname
+    return [], None
+
+
+_SECTIONS = {"parameters", "other parameters", "returns", "yields", "receives", "raises",
+             "warns", "attributes", "keyword arguments", "methods"}
+_ITEM = re.compile(r"^\*{0,2}[\w.]+(, \*{0,2}[\w.]+)*( ?:.*)?$")
+
+
+def _is_heading(lines, i):
+    return (i + 1 < len(lines) and lines[i].strip() and set(lines[i + 1].strip()) == {"-"}
+            and len(lines[i + 1].strip()) >= 3)
+
+
+def _is_prose(lines, i):
+    line = lines[i]
+    if not line.strip() or line[0].isspace() or _ITEM.match(line) or " : " in line:
+        return False
+    if len(line.split()) < 3:
+        return False
+    nxt = lines[i + 1] if i + 1 < len(lines) else ""
+    return (nxt.strip() != "" and not nxt[0].isspace()) or line.rstrip().endswith(".")
+
+
+def prose_as_notes(app, what, name, obj, options, lines):
+    """Give a ``Notes`` heading to prose that follows a numpydoc item section."""
+    section, i = None, 0
+    while i < len(lines):
+        if _is_heading(lines, i):
+            section = lines[i].strip().lower()
+            i += 2
+            continue
+        if (section in _SECTIONS and i > 0 and not lines[i - 1].strip()
+                and _is_prose(lines, i)):
+            lines[i:i] = ["Notes", "-----", ""]
+            section = "notes"
+            i += 3
+            continue
+        i += 1
+
+
+def process_docstring(app, what, name, obj, options, lines):
+    if what == "data":
+        inherited = getattr(obj, "__doc__", None) == getattr(type(obj), "__doc__", None)
+        if not "".join(lines).strip() or inherited:
+            doc, modname = _constant_doc(name.rsplit(".", 1)[-1], obj)
+            lines[:] = list(doc)
+            if modname:
+                lines += ["", f"Defined in ``{modname}``."]
+        text = repr(obj)
+        if len(text) <= 300:
+            lines += ["", "Value: ``" + text.replace("``", "` `") + "``"]
+        if not "".join(lines).strip():
+            logger.warning("public constant %s has no #: comment in its module", name)
+        return
+    text = "\n".join(lines)
+    if not text.strip():
+        if what in ("function", "class", "exception", "module"):
+            logger.warning("public name %s has no docstring", name)
+        return
+    if what in ("module", "attribute", "property"):
+        return
+    if _COLLECTIVE.search(text):
+        lines[:0] = [COLLECTIVE_LINE, ""]
+    elif _LOCAL.search(text):
+        lines[:0] = [LOCAL_LINE, ""]
+
+
+def setup(app):
+    # architecture.md draws its parts as a mermaid diagram: shown as text
+    from pygments.lexers.special import TextLexer
+    app.add_lexer("mermaid", TextLexer)
+    app.connect("autodoc-process-docstring", prose_as_notes, priority=400)  # before napoleon
+    app.connect("autodoc-process-docstring", process_docstring, priority=600)  # after it
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
