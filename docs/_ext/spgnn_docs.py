@@ -13,13 +13,22 @@
   first words.  Such a paragraph (after a blank line, at the left margin,
   several words, continuing on the next line or ending with a full stop) is
   given a ``Notes`` heading before napoleon parses the docstring.
+* **Topic pages link to the reference.**  An inline code span of a topic page
+  or notebook that names a documented object (``spgnn.gnn.DistGraph``,
+  ``DistSparseMatrix.from_global``, ``mxm(A, B)``, ``load_graph``) becomes a link
+  to its page; bare lower-case words (``mean``, ``select``) stay text unless
+  they carry an underscore, call parentheses, or are one of the main operations.
 * **Missing docstrings fail.**  Every object the reference lists on its own page
   must have a docstring: an empty one is a warning, so the strict build
   (``-W``) and ``tests/test_docs.py`` fail on it.
 """
 
+import os
 import re
 import sys
+
+from docutils import nodes
+from sphinx import addnodes
 
 from sphinx.pycode import ModuleAnalyzer
 from sphinx.util import logging
@@ -113,10 +122,77 @@ def process_docstring(app, what, name, obj, options, lines):
         lines[:0] = [LOCAL_LINE, ""]
 
 
+_MAIN_OPERATIONS = {"mxm", "mxv", "vxm", "spmm", "sddmm", "matmul", "rmat", "sbm"}
+_CODE_NAME = re.compile(r"^([A-Za-z_][\w.]*[\w])(\(.*\))?$")
+
+
+def _reference_names(srcdir):
+    """Every object the reference pages list: ``{short name: [full names]}`` and the set."""
+    full, short = set(), {}
+    refdir = os.path.join(srcdir, "reference")
+    for fname in sorted(os.listdir(refdir)):
+        if not fname.endswith(".rst"):
+            continue
+        module = None
+        with open(os.path.join(refdir, fname), encoding="utf-8") as f:
+            for line in f:
+                m = re.match(r"\.\. currentmodule:: (\S+)", line)
+                if m:
+                    module = m.group(1)
+                elif module and re.match(r"^   [A-Za-z_][\w.]*$", line.rstrip()):
+                    name = f"{module}.{line.strip()}"
+                    full.add(name)
+                    short.setdefault(name.rsplit(".", 1)[-1], []).append(name)
+    return full, short
+
+
+def _target(text, full, short):
+    m = _CODE_NAME.match(text.strip())
+    if not m:
+        return None
+    name, call = m.group(1), m.group(2)
+    parts = name.split(".")
+    if parts[0] == "spgnn":
+        for k in range(len(parts), 1, -1):
+            if ".".join(parts[:k]) in full:
+                return name
+        return None
+    candidates = short.get(parts[0], [])
+    if len(candidates) > 1:  # ``spmm``: the top-level name wins over a submodule's
+        candidates = [c for c in candidates if c.count(".") == 1]
+    if len(candidates) != 1:
+        return None
+    head = parts[0]
+    if not (head[0].isupper() or call or len(parts) > 1 or "_" in head
+            or head in _MAIN_OPERATIONS):
+        return None
+    return ".".join([candidates[0]] + parts[1:])
+
+
+def link_code_to_reference(app, doctree):
+    """Inline code naming a documented object becomes a ``py:obj`` cross-reference."""
+    if app.env.docname.startswith("reference/"):
+        return
+    if not hasattr(app.env, "_spgnn_reference_names"):
+        app.env._spgnn_reference_names = _reference_names(app.srcdir)
+    full, short = app.env._spgnn_reference_names
+    for node in list(doctree.findall(nodes.literal)):
+        if isinstance(node.parent, (nodes.reference, addnodes.pending_xref, nodes.literal_block)):
+            continue
+        target = _target(node.astext(), full, short)
+        if target is None:
+            continue
+        ref = addnodes.pending_xref("", refdomain="py", reftype="obj", reftarget=target,
+                                    refexplicit=True, refwarn=False, refdoc=app.env.docname)
+        node.replace_self(ref)
+        ref += node
+
+
 def setup(app):
     # architecture.md draws its parts as a mermaid diagram: shown as text
     from pygments.lexers.special import TextLexer
     app.add_lexer("mermaid", TextLexer)
+    app.connect("doctree-read", link_code_to_reference)
     app.connect("autodoc-process-docstring", prose_as_notes, priority=400)  # before napoleon
     app.connect("autodoc-process-docstring", process_docstring, priority=600)  # after it
     return {"parallel_read_safe": True, "parallel_write_safe": True}
