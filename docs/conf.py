@@ -65,6 +65,7 @@ doctest_test_doctest_blocks = "default"
 html_theme = "alabaster"
 html_title = "spgnn"
 html_static_path = []
+html_copy_source = False  # no _sources/ copies: the pages are in the repository
 html_theme_options = {"description": "Distributed sparse linear algebra for GNNs, over MPI",
                       "fixed_sidebar": True, "page_width": "1100px"}
 html_sidebars = {"**": ["about.html", "navigation.html", "searchbox.html"]}
