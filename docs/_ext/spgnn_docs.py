@@ -18,6 +18,13 @@
   ``DistSparseMatrix.from_global``, ``mxm(A, B)``, ``load_graph``) becomes a link
   to its page; bare lower-case words (``mean``, ``select``) stay text unless
   they carry an underscore, call parentheses, or are one of the main operations.
+* **References under another public name resolve; references to nothing fail.**
+  A docstring's ``:class:`spgnn.io.Graph``` names an object the reference
+  documents as ``spgnn.Graph``: the reference is resolved to that page.  A
+  reference to ``spgnn.something`` that names no object at all (a rename the
+  docstring missed) is a warning, so the strict build fails; a reference to an
+  existing object the reference does not document (a private module, a helper)
+  stays plain text.
 * **Missing docstrings fail.**  Every object the reference lists on its own page
   must have a docstring: an empty one is a warning, so the strict build
   (``-W``) and ``tests/test_docs.py`` fail on it.
@@ -169,6 +176,87 @@ def _target(text, full, short):
     return ".".join([candidates[0]] + parts[1:])
 
 
+_FILE_SUFFIXES = {"py", "cu", "cuh", "txt", "md", "json", "npz", "ipynb", "gz", "csv", "mtx"}
+
+
+def _existing(target, full):
+    """``target`` if it names an object; else the documented class it is an attribute of
+    (an instance attribute such as ``DistGraph.features``); else None."""
+    if target.rsplit(".", 1)[-1] in _FILE_SUFFIXES:
+        return None
+    found, chain = _lookup(target)
+    if found:
+        return target
+    if chain and chain[-1][0] in full and isinstance(chain[-1][1], type):
+        return chain[-1][0]
+    return None
+
+
+def _lookup(target):
+    """``(found, parts_objects)``: the objects along ``target``'s dotted path, if it names one."""
+    import importlib
+
+    parts = target.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        except Exception:  # noqa: BLE001 - a module that fails to import names nothing here
+            return False, []
+        chain = [(".".join(parts[:k]), obj)]
+        for attr in parts[k:]:
+            if not hasattr(obj, attr):
+                return False, chain
+            obj = getattr(obj, attr)
+            chain.append((chain[-1][0] + "." + attr, obj))
+        return True, chain
+    return False, []
+
+
+def _documented_by_id(env, srcdir):
+    if not hasattr(env, "_spgnn_by_id"):
+        import importlib
+
+        full, _ = _reference_names(srcdir)
+        by_id = {}
+        for name in sorted(full):
+            found, chain = _lookup(name)
+            if found and not isinstance(chain[-1][1], (str, int, float, bool, tuple)):
+                by_id.setdefault(id(chain[-1][1]), name)
+        env._spgnn_by_id = by_id
+    return env._spgnn_by_id
+
+
+def resolve_other_name(app, env, node, contnode):
+    """``missing-reference``: resolve ``spgnn.*`` under the name the reference documents."""
+    if node.get("refdomain") != "py":
+        return None
+    target = node.get("reftarget", "")
+    if not target.startswith("spgnn.") and not target.startswith("spgnn"):
+        return None
+    found, chain = _lookup(target)
+    if not found:
+        if target != "spgnn" and not any(part.startswith("_") for part in target.split(".")):
+            logger.warning("reference to %s, which names no object of spgnn", target,
+                           location=node)
+        return None
+    by_id = _documented_by_id(env, app.srcdir)
+    parts = target.split(".")
+    for i in range(len(chain) - 1, -1, -1):
+        name = by_id.get(id(chain[i][1]))
+        if name is None:
+            continue
+        rest = parts[len(chain[i][0].split(".")):]
+        new = ".".join([name] + rest)
+        if new == target:
+            return None
+        py = env.get_domain("py")
+        return py.resolve_xref(env, node.get("refdoc", ""), app.builder, node["reftype"], new,
+                               node, contnode)
+    return None
+
+
 def link_code_to_reference(app, doctree):
     """Inline code naming a documented object becomes a ``py:obj`` cross-reference."""
     if app.env.docname.startswith("reference/"):
@@ -180,6 +268,7 @@ def link_code_to_reference(app, doctree):
         if isinstance(node.parent, (nodes.reference, addnodes.pending_xref, nodes.literal_block)):
             continue
         target = _target(node.astext(), full, short)
+        target = target and _existing(target, full)
         if target is None:
             continue
         ref = addnodes.pending_xref("", refdomain="py", reftype="obj", reftarget=target,
@@ -193,6 +282,7 @@ def setup(app):
     from pygments.lexers.special import TextLexer
     app.add_lexer("mermaid", TextLexer)
     app.connect("doctree-read", link_code_to_reference)
+    app.connect("missing-reference", resolve_other_name)
     app.connect("autodoc-process-docstring", prose_as_notes, priority=400)  # before napoleon
     app.connect("autodoc-process-docstring", process_docstring, priority=600)  # after it
     return {"parallel_read_safe": True, "parallel_write_safe": True}
