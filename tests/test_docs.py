@@ -140,3 +140,51 @@ def test_topic_pages_link_to_the_reference(site, page):
     text = (html / f"{page}.html").read_text()
     assert re.search(r'href="reference/generated/spgnn\.', text), \
         f"docs/{page}.md links to no reference entry"
+
+
+# The extension's rules (docs/_ext/spgnn_docs.py), checked without a build.
+
+@pytest.fixture(scope="module")
+def ext():
+    pytest.importorskip("sphinx", reason="Sphinx is not installed: pip install -e '.[docs]'")
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        return importlib.import_module("spgnn_docs")
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "_ext"))
+
+
+def test_prose_after_parameters_becomes_notes(ext):
+    lines = ["Summary.", "", "Parameters", "----------", "x : int", "    The x.",
+             "", "Every rank calls it with the same x; the result", "is replicated.", "",
+             "Returns", "-------", "int"]
+    ext.prose_as_notes(None, "function", "f", None, {}, lines)
+    assert lines[7:10] == ["Notes", "-----", ""] and lines[10].startswith("Every rank")
+    items = ["Parameters", "----------", "x : int", "", "y, z : float", "    Both.", "",
+             "ValueError"]
+    before = list(items)
+    ext.prose_as_notes(None, "function", "f", None, {}, items)
+    assert items == before
+
+
+def test_collective_and_local_are_stated_first(ext):
+    lines = ["Place a matrix.", "", "Collective.  Every rank passes ``a``."]
+    ext.process_docstring(None, "function", "f", None, {}, lines)
+    assert lines[0] == ext.COLLECTIVE_LINE
+    lines = ["A view. Local."]
+    ext.process_docstring(None, "method", "f", None, {}, lines)
+    assert lines[0] == ext.LOCAL_LINE
+    lines = ["Pure arithmetic on shapes."]
+    ext.process_docstring(None, "function", "f", None, {}, lines)
+    assert lines == ["Pure arithmetic on shapes."]
+
+
+def test_names_resolve_only_to_objects_that_exist(ext):
+    full, short = ext._reference_names(str(ROOT / "docs"))
+    assert "spgnn.mxm" in full and "spgnn.gnn.DistGraph" in full
+    assert ext._target("mxm(A, B)", full, short) == "spgnn.mxm"
+    assert ext._target("DistSparseMatrix.from_global", full, short) == \
+        "spgnn.DistSparseMatrix.from_global"
+    assert ext._target("mean", full, short) is None            # a bare word stays text
+    assert ext._existing("spgnn.cli.graph.py", full) is None    # a file name
+    assert ext._lookup("spgnn.io.Graph")[0] and not ext._lookup("spgnn.io.no_such_loader")[0]
