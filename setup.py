@@ -43,6 +43,9 @@ setup(
         "torch": ["torch==2.13.0"],
         "pyg": ["torch==2.13.0", "torch_geometric"],
         "networkx": ["networkx"],
+        # the manual (docs/reference/index.md): Sphinx, MyST-NB for the Markdown pages and the
+        # notebooks (shown with their committed outputs: no kernel, no pandoc); tests/test_docs.py
+        "docs": ["sphinx>=7.2", "myst-nb>=1.1"],
         # python -m spgnn bench kernels: the competitors; pin torch (unpinned pulls CUDA wheels)
         "bench": ["python-graphblas[suitesparse]", "torch==2.13.0"],
     },

@@ -7,6 +7,7 @@ kernels compile (or load from the on-disk cache) on first use, and
 :mod:`spgnn.interop` imports the library a conversion needs when it runs.
 """
 
+#: The package version (also ``python -m spgnn info``).
 __version__ = "0.1.0"
 
 from .errors import (BackendMismatch, BackendUnavailable, DimensionMismatch, DTypeError,

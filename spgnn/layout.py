@@ -41,6 +41,14 @@ def block_offsets(n: int, parts: int) -> tuple:
 
 
 def block_sizes(n: int, parts: int) -> tuple:
+    """The ``parts`` block lengths of :func:`block_bounds` (the first ``n % parts`` one longer).
+
+    Examples
+    --------
+    >>> from spgnn.layout import block_sizes
+    >>> block_sizes(10, 4)
+    (3, 3, 2, 2)
+    """
     off = block_offsets(n, parts)
     return tuple(off[i + 1] - off[i] for i in range(parts))
 

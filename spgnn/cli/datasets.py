@@ -1,4 +1,4 @@
-"""``python -m spgnn datasets [list | fetch NAME... | info NAME]``: the named-dataset registry.
+"""``python -m spgnn datasets [list | fetch NAME [NAME ...] | info NAME]``: the named-dataset registry.
 
 ``list`` (default) prints every name with its size, how its files are
 verified and whether the cache holds them; ``fetch`` downloads into the cache

@@ -1267,5 +1267,25 @@ class Communicator:
         label is labelled ``"a/b"``, and both scopes collect it.
 
         Local: no communication.
+
+        Examples
+        --------
+        The bytes of one SpMM on two loopback ranks (threads of this process):
+
+        >>> import numpy as np
+        >>> from spgnn import DistDenseMatrix, DistSparseMatrix, grid_1d, rmat, run_loopback, spmm
+        >>> def job(comm):
+        ...     grid = grid_1d(comm)
+        ...     A = DistSparseMatrix.from_global(rmat(6, 4, seed=0), grid, backend="numpy")
+        ...     X = DistDenseMatrix.from_global(np.ones((64, 8), np.float32), grid,
+        ...                                     backend="numpy")
+        ...     with comm.track("spmm") as stats:
+        ...         spmm(A, X, algorithm="1d-aware")
+        ...     return stats
+        >>> stats = run_loopback(2, job)   # one CommStats per rank
+        >>> [s.total("bytes_sent", label="spmm-1d-aware:exchange") for s in stats]
+        [800, 736]
+        >>> sorted(stats[0].by_label())    # planning (once per matrix), then the row exchange
+        ['spmm-1d-aware:exchange', 'spmm-1d-aware:plan']
         """
         return self.ledger.scope(label)

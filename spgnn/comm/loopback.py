@@ -285,6 +285,14 @@ def solo_communicator() -> Communicator:
     held whole by one rank (a sampled minibatch's activations) lives on a
     grid over it.  Local: making it communicates nothing, and a one-party
     rendezvous never waits.
+
+    Examples
+    --------
+    >>> from spgnn import grid_1d
+    >>> from spgnn.comm import solo_communicator
+    >>> comm = solo_communicator()
+    >>> comm.rank, comm.size, grid_1d(comm).shape
+    (0, 1, (1,))
     """
     return Communicator(LoopbackTransport(_Group(_World(timeout=60), 1), 0))
 
@@ -316,6 +324,15 @@ def run_loopback(nranks: int, fn: Callable, *args, timeout: float = 60, **kwargs
         preserved).  Its peers are released from their collectives at once
         (``BrokenBarrierError`` / :class:`LoopbackAborted`), so the call never
         hangs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from spgnn import run_loopback
+    >>> run_loopback(3, lambda comm: (comm.rank, comm.size))
+    [(0, 3), (1, 3), (2, 3)]
+    >>> run_loopback(2, lambda comm: comm.allreduce(np.array([comm.rank + 1.0])))
+    [array([3.]), array([3.])]
     """
     if int(nranks) != nranks or nranks < 1:
         raise ValueError(f"run_loopback: nranks must be a positive integer, but got {nranks!r}")

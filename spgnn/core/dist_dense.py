@@ -71,6 +71,16 @@ class DistDenseMatrix:
         differs; ``check_same=False`` skips it (then nothing is communicated).
         With ``root=r`` only rank ``r`` needs ``x`` (others may pass
         ``None``); blocks are scattered through one alltoallv.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from spgnn import DistDenseMatrix, grid_1d
+        >>> from spgnn.comm import solo_communicator
+        >>> X = DistDenseMatrix.from_global(np.eye(3, 2, dtype=np.float32),
+        ...                                 grid_1d(solo_communicator()))
+        >>> X.shape, X.local.shape
+        ((3, 2), (3, 2))
         """
         check_grid("DistDenseMatrix.from_global", grid)
         layout = as_layout(layout)

@@ -132,6 +132,24 @@ class DistSparseMatrix:
         constructor of this class (``from_local`` too), so a semiring other
         than plus-times sees one entry per position whichever way the matrix
         was built; the caller's arrays are not modified.
+
+        Examples
+        --------
+        On one process, a grid over a solo communicator (under ``mpiexec``:
+        ``grid_1d()``, every rank running the same lines):
+
+        >>> import numpy as np, scipy.sparse as sp
+        >>> from spgnn import DistSparseMatrix, Layout, grid_1d
+        >>> from spgnn.comm import solo_communicator
+        >>> grid = grid_1d(solo_communicator())
+        >>> a = sp.csr_array(np.array([[0., 1, 0], [2, 0, 3], [0, 0, 4]]))
+        >>> A = DistSparseMatrix.from_global(a, grid, Layout("row"), backend="numpy")
+        >>> A.shape, A.nnz
+        ((3, 3), 4)
+        >>> A.to_global().toarray()
+        array([[0., 1., 0.],
+               [2., 0., 3.],
+               [0., 0., 4.]])
         """
         be = get_backend(backend)
         comm = grid.world if hasattr(grid, "world") else None

@@ -34,12 +34,15 @@ def sddmm(a, x, y, semiring=plus_times, *, backend=None):
 
 
 def extract_rows(a, rows, *, backend=None):
+    """``a[rows, :]`` (any order, repeats, negative and boolean selectors as scipy). Local."""
     return get_backend(backend).extract_rows(_csr(a), rows)
 
 
 def extract_cols(a, cols, *, backend=None):
+    """``a[:, cols]``, columns renumbered to their position in ``cols``. Local."""
     return get_backend(backend).extract_cols(_csr(a), cols)
 
 
 def transpose(a, *, backend=None):
+    """``a.T`` in CSR: indices sorted, duplicates kept in storage order. Local."""
     return get_backend(backend).transpose(_csr(a))

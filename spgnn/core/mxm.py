@@ -132,6 +132,27 @@ def mxm(A, B, semiring="plus_times", *, mask=None, accum=None, out=None, replace
     heuristic; "gustavson"; "dot" for a mask without complement: see
     ``docs/graphblas.md``).  Without ``out`` and ``accum`` the kernel's
     mask-driven result is the answer as it is (no second pass over the mask).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from spgnn import DistSparseMatrix, Mask, grid_1d, mxm
+    >>> from spgnn.comm import solo_communicator
+    >>> grid = grid_1d(solo_communicator())
+    >>> a = sp.csr_array(np.array([[0., 1, 0], [2, 0, 3], [0, 0, 4]]))
+    >>> A = DistSparseMatrix.from_global(a, grid, backend="numpy")
+    >>> mxm(A, A).to_global().toarray()
+    array([[ 2.,  0.,  3.],
+           [ 0.,  2., 12.],
+           [ 0.,  0., 16.]])
+    >>> mxm(A, A, "min_plus").to_global().toarray()   # shortest two-hop paths
+    array([[3., 0., 4.],
+           [0., 3., 7.],
+           [0., 0., 8.]])
+    >>> C = mxm(A, A, mask=Mask(A, structure=True))   # only where A has an entry
+    >>> C.nnz, C.to_global().toarray()[1:]
+    (2, array([[ 0.,  0., 12.],
+           [ 0.,  0., 16.]]))
     """
     _check_sparse("mxm", "A", A)
     _check_sparse("mxm", "B", B)

@@ -203,6 +203,27 @@ def spmm(A, X, semiring=plus_times, *, algorithm=None, transpose_a=False, **opti
     ------
     DimensionMismatch, GridMismatch, BackendMismatch, LayoutMismatch, TypeError
         On every rank, before any communication.
+
+    Examples
+    --------
+    One process (a solo communicator); under ``mpiexec`` the same lines with
+    ``grid_1d()`` split the rows over the ranks:
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from spgnn import DistDenseMatrix, DistSparseMatrix, grid_1d, spmm
+    >>> from spgnn.comm import solo_communicator
+    >>> grid = grid_1d(solo_communicator())
+    >>> a = sp.csr_array(np.array([[0., 1, 0], [2, 0, 3], [0, 0, 4]]))
+    >>> A = DistSparseMatrix.from_global(a, grid, backend="numpy")
+    >>> X = DistDenseMatrix.from_global(np.ones((3, 2)), grid, backend="numpy")
+    >>> spmm(A, X).to_global()
+    array([[1., 1.],
+           [5., 5.],
+           [4., 4.]])
+    >>> spmm(A, X, "max_times").to_global()   # any semiring
+    array([[1., 1.],
+           [3., 3.],
+           [4., 4.]])
     """
     if transpose_a and isinstance(A, DistSparseMatrix):
         if A.shape[0] != A.shape[1]:

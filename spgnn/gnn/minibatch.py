@@ -206,7 +206,11 @@ class MinibatchGraph:
     features : FeatureStore over ``full.features`` (rows ``block_offsets(n, P)``)
     labels : int64 (n,), replicated (small next to the features)
     train_mask, val_mask, test_mask : bool (n,), replicated
-    n, num_features, num_classes, name, backend
+    n : int
+    num_features : int
+    num_classes : int
+    name : str
+    backend : str or None, as ``full``'s
     """
 
     def __init__(self, full, sampling_graph, labels, masks, *, mode, replication, name):

@@ -122,6 +122,8 @@ def _gat(num_features, num_classes, c):
                dropout=c.dropout, seed=c.seed)
 
 
+#: The models of ``python -m spgnn train --model NAME`` and ``TrainConfig(model=NAME)``:
+#: name -> :class:`ModelSpec` (how to add one: docs/architecture.md, "How to add ...").
 MODELS = {
     "gcn": ModelSpec(
         "gcn", "full-graph GCN (Kipf & Welling)", _gcn, "full-graph",

@@ -26,6 +26,7 @@ from .snap import load_snap_edgelist
 
 __all__ = ["SUPPORTED_FORMATS", "load_graph", "load_on_root", "load_adjacency"]
 
+#: What :func:`load_graph` (and every ``--graph``) accepts, one line per kind of input.
 SUPPORTED_FORMATS = (
     "dataset name from spgnn.io.datasets.DATASETS (cora, ogbn-arxiv, ...; downloaded into the "
     "cache on first use)",

@@ -124,6 +124,7 @@ max_second = Semiring("max_second", MAX, "second")
 min_second = Semiring("min_second", MIN, "second")
 mean = Semiring("mean", PLUS, "times", row_mean=True)
 
+#: The named semirings: name -> :class:`Semiring` (:func:`get_semiring` looks names up here).
 SEMIRINGS = {s.name: s for s in (plus_times, min_plus, max_plus, max_times, min_times,
                                   plus_pair, plus_second, max_second, min_second, mean)}
 
