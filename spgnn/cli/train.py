@@ -240,6 +240,9 @@ def _hec_report(comm, trainer, last):
     mode = "on" if hec else ("none" if getattr(trainer.source, "drop_halos", False) else "off")
     out = {"hec": mode, "iterations_per_epoch": trainer.steps_per_epoch,
            "bytes_per_epoch_by_label": {k: int(v) for k, v in zip(labels, tot)}}
+    ng = comm.allreduce(np.array([last.get("nongrad_bytes_total", 0)], dtype=np.int64),
+                        label="train:report")
+    out["nongrad_bytes_per_epoch_mean"] = float(ng[0]) / max(1, last.get("epochs_total", 1))
     if hec is not None:
         rec = last.get("hec", {})
         lv = sorted(rec)

@@ -284,6 +284,9 @@ class HECRunner:
         self.hil = int(np.floor(np.log2(max(dmax, 1))))
         self.inflight = [deque() for _ in range(self.levels)]
         self.global_iter = 0
+        # auto: per peer, the bytes the budget has allowed and those spent so far
+        self.allowed = np.zeros(comm.size)
+        self.spent = np.zeros(comm.size)
 
     def cache_bytes(self, n, cs):
         """Bytes the caches allocate: per level a ``cs``-row ring and its tags. Local."""
@@ -331,8 +334,10 @@ class HECRunner:
         self.stats = {l: dict(hits=0, requests=0, pushed=0, received=0, stale_min=None,
                           stale_max=None)
                       for l in range(self.levels)}
-        for c in self.caches:
-            c.reset() if self.config.reset == "epoch" else c.settle()
+        for lv, c in enumerate(self.caches):
+            # planned: level-0 lines are raw features, exact forever: kept across epochs
+            keep = self.config.reset == "never" or (self.planned and lv == 0)
+            c.settle() if keep else c.reset()
         self.schedule, self.plan_record = {}, None
         if self.config.prefill and self.levels:
             rows = self.hg.features.matrix.gather_rows(self.my_halos, validate=False,
@@ -491,6 +496,45 @@ class HECRunner:
         return ids_by_peer, rows_by_peer
 
     # ------------------------------------------------------------------ the plan
+    def _affordable_wants(self, keys, reads0, row_bytes):
+        """The wants worth sending: per owner, within the receiver's budget. Local.
+
+        The same cumulative budget as the owner's (:data:`AUTO_BUDGET` of the
+        fetch's bytes for my level-0 reads), charged pessimistically: a want
+        costs its 8 bytes plus its row, as if each read needed its own push.
+        Level 0 first (a row serves every read of it, for the rest of the
+        run), most-read first; then levels >= 1, lower levels and vertices read
+        more often first.
+        """
+        hg, P, L, n = self.hg, self.comm.size, self.levels, int(self.hg.mg.n)
+        if not hasattr(self, "want_allowed"):
+            self.want_allowed, self.want_spent = np.zeros(P), np.zeros(P)
+        self.want_allowed += AUTO_BUDGET * reads0 * row_bytes[0]
+        if not keys.size:
+            return keys
+        lvl, v = (keys // n) % L, keys % n
+        _, inv, cnt = np.unique(lvl * n + v, return_inverse=True, return_counts=True)
+        reads = cnt[inv]
+        if (lvl == 0).any():           # one want per level-0 vertex: it serves every read
+            z = np.flatnonzero(lvl == 0)
+            _, first = np.unique(v[z], return_index=True)
+            keep = np.ones(keys.size, dtype=bool)
+            keep[z] = False
+            keep[z[first]] = True
+            keys, lvl, v, reads = keys[keep], lvl[keep], v[keep], reads[keep]
+        owner = hg.owner(v)
+        cost = ID_BYTES + np.asarray(row_bytes, dtype=np.float64)[lvl]
+        out = []
+        for q in range(P):
+            m = np.flatnonzero(owner == q)
+            if not m.size:
+                continue
+            m = m[np.lexsort((-reads[m], lvl[m]))]
+            take = m[np.cumsum(cost[m]) <= self.want_allowed[q] - self.want_spent[q]]
+            self.want_spent[q] += cost[take].sum()
+            out.append(keys[take])
+        return np.concatenate(out) if out else keys[:0]
+
     def plan(self, minibatches):
         """``--hec-push-cap auto``: plan this epoch's pushes from what each peer will read. Collective.
 
@@ -508,7 +552,11 @@ class HECRunner:
            which ``v`` is in the owner's level-ℓ frontier (the latest such
            ``k``, the freshest).  Candidates are taken by reads served per
            byte until their bytes reach :data:`AUTO_BUDGET` of what ``--hec
-           off`` would fetch for the peer's level-0 reads, less the wants' bytes.
+           off`` would fetch for the peer's level-0 reads, less the wants' bytes,
+           counted over the run so far (cumulative: level-0 rows, exact forever,
+           stay in the level-0 cache across epochs whatever ``reset`` says and
+           are not sent again, so later epochs spend on what is still missing
+           and on levels >= 1).
         3. **Level 0** travels now (``hec:push:L0:*``) into the level-0
            cache; the level ≥ 1 pushes go at their iterations
            (:meth:`_push`).  Every push is read unless the trainer stops early.
@@ -517,7 +565,7 @@ class HECRunner:
         P, L, n, M = comm.size, self.levels, int(hg.mg.n), max(1, self.M)
         isz = np.dtype(self.dtype).itemsize
         row_bytes = [ID_BYTES + isz * d for d in self.dims[:L]]
-        # 1. my wants, per owner
+        # 1. my wants, per owner, within my own view of the budget
         keys, reads0 = [np.zeros(0, dtype=np.int64)], np.zeros(P, dtype=np.int64)
         for k, mb in enumerate(minibatches):
             for l in range(L):
@@ -525,10 +573,9 @@ class HECRunner:
                 h = np.unique(src[hg.is_halo(src)])
                 if l == 0:
                     reads0 += np.bincount(hg.owner(h), minlength=P)
-                    if cfg.reset == "never":      # held level-0 rows never go stale
-                        h = h[self.caches[0].tag2slot[h] < 0]
+                    h = h[self.caches[0].tag2slot[h] < 0]     # held rows never go stale
                 keys.append((k * L + l) * n + h)
-        keys = np.concatenate(keys)
+        keys = self._affordable_wants(np.concatenate(keys), reads0, row_bytes)
         owner = hg.owner(keys % n)
         order = np.argsort(owner, kind="stable")
         counts = np.bincount(owner, minlength=P).astype(np.int64)
@@ -559,7 +606,11 @@ class HECRunner:
         bytes_ = np.asarray(row_bytes, dtype=np.int64)[uniq[:, 1]] if uniq.size else \
             np.zeros(0, dtype=np.int64)
         off_cost = their_reads0 * row_bytes[0] if L else np.zeros(P, dtype=np.int64)
-        budget = AUTO_BUDGET * off_cost - ID_BYTES * rc
+        # the budget is cumulative: what earlier epochs did not spend (level-0 rows
+        # already held are not sent again) is spent later
+        self.allowed += AUTO_BUDGET * off_cost
+        self.spent += ID_BYTES * rc
+        budget = self.allowed - self.spent
         chosen = np.zeros(uniq.shape[0], dtype=bool)
         for p in range(P):
             mine = np.flatnonzero(uniq[:, 0] == p)
@@ -568,6 +619,7 @@ class HECRunner:
             rank_ = mine[np.lexsort((uniq[mine, 1], -reads[mine] / bytes_[mine]))]
             take = np.cumsum(bytes_[rank_]) <= budget[p]
             chosen[rank_[take]] = True
+            self.spent[p] += bytes_[rank_[take]].sum()
         sel = uniq[chosen]
         # 3. level 0 now; levels >= 1 scheduled by (level, iteration)
         zero = sel[sel[:, 1] == 0] if L else sel[:0]

@@ -456,6 +456,12 @@ class Halo(_Minibatches):
         out = dict(steps=self.steps_per_epoch,
                    fetch_bytes=int(sum(v["bytes_recv"] for k, v in stats.by_label().items()
                                        if "halo-fetch" in k)))
+        # every epoch's non-gradient bytes (halo fetches, pushes, wants, counts) so far:
+        # a cache's bytes differ between epochs, so its mean is over all of them
+        self.nongrad_total = getattr(self, "nongrad_total", 0) + int(sum(
+            v["bytes_sent"] for k, v in stats.by_label().items() if k != self.grad_label))
+        self.epochs_total = getattr(self, "epochs_total", 0) + 1
+        out.update(nongrad_bytes_total=self.nongrad_total, epochs_total=self.epochs_total)
         if self.hec is not None:
             out["hec"] = self.hec.epoch_record()
         return out
