@@ -299,7 +299,7 @@ class HECRunner:
         Only ``--hec-reset never`` can allocate the whole ``cs`` ring (with the
         per-epoch reset the ring is at most ``|halos|·(M + 1)`` rows); a plain
         estimate: rows x width x levels x dtype (+ tags) against the physical
-        memory divided by the ranks on this host.  Raises ``MemoryError`` on
+        memory divided by the ranks on this host.  Raises ``ValueError`` on
         every rank, naming the largest capacity that fits.
         """
         comm = self.comm
@@ -311,7 +311,7 @@ class HECRunner:
         if need > limit:
             per_row = max(1, (self.cache_bytes(n, 2) - self.cache_bytes(n, 1)))
             fits = max(0, (limit - self.cache_bytes(n, 0)) // per_row)
-            err = MemoryError(
+            err = ValueError(
                 f"HEC: the caches need {need / 2**30:.2f} GiB per rank ({cs:,} rows x widths "
                 f"{self.dims[:self.levels]} x {np.dtype(self.dtype).itemsize} B, "
                 f"--hec-reset {self.config.reset}) but this host gives each of its "
