@@ -20,12 +20,20 @@ every rank (ranks on an empty step run the same collectives with nothing):
    (values computed at iteration ``k - d``);
 3. **load**: the level's halo vertices are searched; hits overwrite their
    rows of ``H`` (constants: their gradient is cut), misses follow the
-   policy: ``drop`` (the paper's: the missed halo's edges leave the block and
+   policy: ``fallback`` (the default: at level 0 ``drop``; above, a halo whose
+   level-0 row arrived keeps its local value, as ``--hec off``, others are
+   dropped), ``drop`` (the paper's: the missed halo's edges leave the block and
    the mean renormalises over the rest), ``keep-local`` (the locally
    computed value: zero input features at level 0, a self-only transform
    above) or ``zero``.  No load for ``k < d`` (those halos are misses).
 
-**Push cap (the paper's degree-biased rule, research/001 §2.6).** When more
+**Planned pushes** (``nc="auto"``, the default; :meth:`HECRunner.plan`):
+each epoch the ranks exchange the halo reads their (pre-sampled) minibatches
+will make and the owners push exactly those they can serve within a byte
+budget (:data:`AUTO_BUDGET` of the exact fetch, cumulative); level 0 then
+travels once, at the epoch start, and stays cached across epochs.
+
+**Push cap (numeric nc: the paper's degree-biased rule, research/001 §2.6).** When more
 than ``nc`` candidates go to one peer: ``hil = floor(log2(max in-degree))``
 over the whole graph, each candidate in frontier order draws ``r`` uniform
 in ``[0, 2**hil)`` (``default_rng([seed, epoch, k, ℓ, rank, p])``) and is
