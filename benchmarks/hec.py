@@ -30,6 +30,12 @@ Three jobs:
     python -m spgnn bench hec --plot-sweep docs/results/hec/sweep_citeseer_split_p4.jsonl \
         --figure docs/figures/hec_sweep.png
 
+Issue 39's three-way comparison (defaults only: fetch / cache / nothing):
+
+    python -m spgnn bench hec --graphs musae_github sbm_weak --ranks 4 --seeds 0 1 2 \
+        --epochs 10 --batch-size 512 --out docs/results/hec/three_way.jsonl
+    python -m spgnn bench hec --report docs/results/hec/three_way.jsonl
+
 The commands and results are in docs/hec.md ("Results").
 """
 
@@ -41,12 +47,48 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from ._common import ROOT
 
 DATA = Path(os.environ.get("SPGNN_DATA", ROOT.parent / "shared" / "data"))
 GRAPHS = {"cora": ["--graph", str(DATA / "planetoid"), "--name", "cora"],
           "citeseer": ["--graph", str(DATA / "planetoid"), "--name", "citeseer"],
-          "musae_facebook": ["--graph", str(DATA / "musae_facebook")]}
+          "musae_facebook": ["--graph", str(DATA / "musae_facebook")],
+          # labels only (web vs ML developers): log-binned degree one-hot features
+          "musae_github": ["--graph", str(DATA / "musae_github"), "--features", "degree"],
+          # weak features (noise 3x the class signal): remote neighbours matter
+          "sbm_weak": lambda: ["--graph", str(weak_sbm())]}
+#: the weak-feature SBM of ``sbm_weak`` (written once under benchmarks/results/hec_data)
+WEAK_SBM = dict(n=6000, num_classes=4, avg_degree=10.0, homophily=0.8, num_features=8,
+                feature_noise=10.0, seed=0)
+
+
+def weak_sbm():
+    """The ``sbm_weak`` graph as an .npz (written once, a pure function of WEAK_SBM)."""
+    from spgnn.io.generators import sbm
+    from spgnn.io.graph import Graph
+    from spgnn.io.npz import save_npz
+    c = WEAK_SBM
+    path = ROOT / "benchmarks" / "results" / "hec_data" / (
+        "sbm_weak_" + "_".join(f"{k}{v}" for k, v in c.items()) + ".npz")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        adj, _, y = sbm(c["n"], c["num_classes"], avg_degree=c["avg_degree"],
+                        homophily=c["homophily"], num_features=c["num_features"], seed=c["seed"])
+        # non-negative features (train row-normalises them): a class's mean in [0, 1)
+        # plus uniform noise in [0, feature_noise)
+        rng = np.random.default_rng([c["seed"], 39])
+        means = rng.random((c["num_classes"], c["num_features"]))
+        x = (means[y] + c["feature_noise"] * rng.random((c["n"], c["num_features"])))
+        x = x.astype(np.float32)
+        save_npz(Graph(adj=adj, features=x, labels=y, name="sbm_weak"), path)
+    return path
+
+
+def graph_args(graph):
+    a = GRAPHS[graph]
+    return a() if callable(a) else a
 #: DistGNN-MB's hit rates at levels 0 / 1 / 2 (64 sockets, OGBN-Papers100M; report 001 §0)
 PAPER_HIT_RATES = (0.71, 0.47, 0.37)
 ID_BYTES = 8
@@ -54,7 +96,7 @@ ID_BYTES = 8
 
 def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5", split=None):
     """One ``train --json`` under mpiexec; the record plus halo/grad byte sums and the command."""
-    cmd = ["mpiexec", "-n", str(ranks), sys.executable, "-m", "spgnn", "train", *GRAPHS[graph],
+    cmd = ["mpiexec", "-n", str(ranks), sys.executable, "-m", "spgnn", "train", *graph_args(graph),
            "--model", "sage", "--partition", "metis", "--seed", str(seed), "--epochs",
            str(epochs), "--batch-size", str(batch), "--fanout", fanout, "--no-progress",
            "--json", *(["--split", split] if split else []), *extra]
@@ -67,6 +109,10 @@ def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5", split=None):
     rec["halo_bytes"] = sum(v for k, v in lab.items()
                             if k.startswith("halo-fetch") or k.startswith("hec:push"))
     rec["grad_bytes"] = sum(v for k, v in lab.items() if "grad" in k)
+    # everything the epoch sent but the gradients: fetches, pushes, wants, counts
+    # (mean over the run's epochs: a cache's bytes differ between epochs)
+    rec["nongrad_bytes"] = rec.get("nongrad_bytes_per_epoch_mean",
+                                   sum(v for k, v in lab.items() if "grad" not in k))
     rec["command"] = " ".join(["mpiexec", "-n", str(ranks), "python"] + cmd[4:])
     rec["bench_graph"], rec["bench_extra"], rec["bench_split"] = graph, extra, split
     return rec
@@ -99,9 +145,11 @@ def push_cap_rule(off, factor=3, itemsize=4):
 
 
 def config_name(rec):
-    """A configuration's name without the seed ("off", "on nc=2000", "on nc=rule", ...)."""
-    if rec["hec"] == "off":
-        return "off"
+    """A configuration's name without the seed ("off", "none", "on", "on nc=2000", ...)."""
+    if rec["hec"] in ("off", "none"):
+        return rec["hec"]
+    if not rec["bench_extra"][2:] and not rec.get("bench_name"):
+        return "on"
     return rec.get("bench_name") or "on " + " ".join(rec["bench_extra"][2:])
 
 
@@ -147,6 +195,47 @@ def summary(recs):
     return "\n".join(lines)
 
 
+def three_way(recs):
+    """Markdown: per graph and P, ``--hec off`` / ``on`` / ``none`` (defaults only), means over
+    seeds: accuracy, non-gradient bytes per epoch, hit rates, pushes wasted, the gap recovered."""
+    groups = {}
+    for r in recs:
+        groups.setdefault((r["bench_graph"], r["ranks"]), {}).setdefault(
+            config_name(r), []).append(r)
+    lines = ["| graph | P | config | seeds | epochs | test acc (mean) | Δ vs off (points) | "
+             "non-grad bytes/epoch | off / this | hit rate per level % | pushes read / wasted "
+             "/ live % | gap to none recovered |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (g, p), cfgs in groups.items():
+        off, none = cfgs.get("off"), cfgs.get("none")
+        acc_off = _mean([r["test_acc"] for r in off]) if off else None
+        acc_none = _mean([r["test_acc"] for r in none]) if none else None
+        b_off = _mean([r["nongrad_bytes"] for r in off]) if off else None
+        for name in ["off", "on", "none"] + sorted(set(cfgs) - {"off", "on", "none"}):
+            rs = cfgs.get(name)
+            if not rs:
+                continue
+            acc = _mean([r["test_acc"] for r in rs])
+            b = _mean([r["nongrad_bytes"] for r in rs])
+            d = "" if name == "off" or acc_off is None else _points(acc - acc_off)
+            ratio = "" if b_off is None else (f"{b_off / b:.1f}x" if b else "all")
+            rates = use = rec = "-"
+            if rs[0]["hec"] == "on":
+                lv = sorted(rs[0]["hit_rate_per_level"])
+                rates = " / ".join(f"{100 * _mean([r['hit_rate_per_level'][k] or 0 for r in rs]):.0f}"
+                                   for k in lv)
+                if "hec_read" in rs[0]:
+                    tot = {f: sum(sum(r[f"hec_{f}"].values()) for r in rs)
+                           for f in ("stored", "read", "wasted", "live")}
+                    use = " / ".join(f"{100 * tot[f] / max(tot['stored'], 1):.0f}"
+                                     for f in ("read", "wasted", "live"))
+                if acc_off is not None and acc_none is not None and acc_off - acc_none > 0:
+                    rec = f"{100 * (acc - acc_none) / (acc_off - acc_none):.0f}% of " \
+                          f"{100 * (acc_off - acc_none):.1f} pts"
+            lines.append(f"| {g} | {p} | {name} | {len(rs)} | {rs[0]['epochs']} | {acc:.3f} | "
+                         f"{d} | {b / 1e6:,.3f} MB | {ratio} | {rates} | {use} | {rec} |")
+    return "\n".join(lines)
+
+
 def _jobs(args):
     """Per graph, rank count and seed: ``(g, p, s, off, job)``, the ``--hec off`` record and
     ``job(extra)`` running the same training with other options."""
@@ -163,6 +252,11 @@ def compare(args):
     out = open(args.out, "a")
     for g, p, s, off, job in _jobs(args):
         recs = [off]
+        for mode in args.modes:
+            rec = job(["--hec", mode, *(args.hec_extra if mode == "on" else [])])
+            if mode == "on" and args.hec_extra:
+                rec["bench_name"] = "on " + " ".join(args.hec_extra)
+            recs.append(rec)
         for cap in args.push_caps:
             nc = push_cap_rule(off) if cap == "rule" else int(cap)
             rec = job(["--hec", "on", "--hec-push-cap", str(nc), *args.hec_extra])
@@ -295,8 +389,11 @@ def main(argv=None):
     ap.add_argument("--fanout", default="15,10,5")
     ap.add_argument("--split", default=None, metavar="TRAIN:VAL",
                     help="train --split (a random split instead of the graph's own, e.g. 0.6:0.2)")
-    ap.add_argument("--push-caps", nargs="+", default=["2000", "rule"],
-                    help="caps for --hec on: integers or 'rule' (push_cap_rule of the off run)")
+    ap.add_argument("--modes", nargs="*", default=["on", "none"], choices=("on", "none"),
+                    help="besides --hec off, run these with defaults only (default: on none)")
+    ap.add_argument("--push-caps", nargs="*", default=[],
+                    help="more --hec on runs with these caps: integers or 'rule' "
+                         "(push_cap_rule of the off run)")
     ap.add_argument("--hec-extra", default="",
                     help="more --hec on options in one string, e.g. "
                          "--hec-extra='--hec-reset never --hec-capacity 8192'")
@@ -312,7 +409,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     args.hec_extra = shlex.split(args.hec_extra)
     if args.report:
-        print(summary(_load(args.report)))
+        recs = _load(args.report)
+        print(three_way(recs) if any(r["hec"] == "none" for r in recs) else summary(recs))
     elif args.plot_sweep:
         recs = _load(args.plot_sweep)
         plot_sweep(recs, args.figure)

@@ -243,15 +243,19 @@ def _hec_report(comm, trainer, last):
     mine = np.array([last.get("bytes_by_label", {}).get(k, 0) for k in labels], dtype=np.int64)
     tot = comm.allreduce(mine, label="train:report") if labels else mine
     hec = trainer.source.hec
-    out = {"hec": "on" if hec else "off", "iterations_per_epoch": trainer.steps_per_epoch,
+    mode = "on" if hec else ("none" if getattr(trainer.source, "drop_halos", False) else "off")
+    out = {"hec": mode, "iterations_per_epoch": trainer.steps_per_epoch,
            "bytes_per_epoch_by_label": {k: int(v) for k, v in zip(labels, tot)}}
+    ng = comm.allreduce(np.array([last.get("nongrad_bytes_total", 0)], dtype=np.int64),
+                        label="train:report")
+    out["nongrad_bytes_per_epoch_mean"] = float(ng[0]) / max(1, last.get("epochs_total", 1))
     if hec is not None:
         rec = last.get("hec", {})
         lv = sorted(rec)
-        arr = np.array([[rec[k]["hits"], rec[k]["requests"], rec[k]["pushed"]] for k in lv],
-                       dtype=np.int64).reshape(-1)
-        s = comm.allreduce(arr, label="train:report").reshape(-1, 3) if lv else arr
-        for i, key in enumerate(("hec_hits", "hec_requests", "hec_pushed")):
+        fields = ("hits", "requests", "pushed", "stored", "read", "wasted", "live")
+        arr = np.array([[rec[k][f] for f in fields] for k in lv], dtype=np.int64).reshape(-1)
+        s = comm.allreduce(arr, label="train:report").reshape(-1, len(fields)) if lv else arr
+        for i, key in enumerate("hec_" + f for f in fields):
             out[key] = {k: int(s[j, i]) for j, k in enumerate(lv)}
         out["hit_rate_per_level"] = {k: (float(s[j, 0] / s[j, 1]) if s[j, 1] else None)
                                      for j, k in enumerate(lv)}

@@ -60,8 +60,13 @@ __all__ = ["TrainConfig", "Built", "APPLIES", "DTYPES", "SAMPLERS", "HEC_MODES",
 
 DTYPES = ("float32", "float64")
 SAMPLERS = ("sage", "ladies")
-HEC_MODES = ("on", "off")
+HEC_MODES = ("on", "off", "none")
 HEC_RESETS = ("epoch", "never")
+
+
+def push_cap_arg(text):
+    """``--hec-push-cap``: ``auto`` or an int."""
+    return text if text == "auto" else int(text)
 
 
 def _opt(default, help, group=None, **cli):
@@ -170,14 +175,16 @@ class TrainConfig:
     # --- partitioned minibatch training and the HEC
     hec: str = _opt(None, "partitioned training (needs --partition metis|random|balanced): 'on' "
                           "caches halo embeddings pushed asynchronously, 'off' fetches halo "
-                          "features exactly every iteration", _HEC, choices=HEC_MODES)
+                          "features exactly every iteration, 'none' drops remote neighbours "
+                          "(no halo traffic: the baseline)", _HEC, choices=HEC_MODES)
     hec_capacity: int = _opt(None, f"cache rows per level per rank (default "
                                    f"{_HEC_DEFAULTS.cs})", _HEC, type=int, metavar="CS")
     hec_life: int = _opt(None, f"life span in iterations (default {_HEC_DEFAULTS.ls})", _HEC,
                          type=int, metavar="LS")
-    hec_push_cap: int = _opt(None, f"rows pushed per peer per level per iteration (default "
-                                   f"{_HEC_DEFAULTS.nc}; on small graphs a smaller cap sends "
-                                   f"fewer bytes, docs/hec.md)", _HEC, type=int, metavar="NC")
+    hec_push_cap: object = _opt(None, f"rows pushed per peer per level per iteration, or auto "
+                                      f"(default {_HEC_DEFAULTS.nc}: push what the peers will "
+                                      f"read, within a quarter of the fetch's bytes; "
+                                      f"docs/hec.md)", _HEC, type=push_cap_arg, metavar="NC")
     hec_delay: int = _opt(None, f"iterations between a push and its use (default "
                                 f"{_HEC_DEFAULTS.d})", _HEC, type=int, metavar="D")
     miss_policy: str = _opt(None, f"what a cache miss does (default "
@@ -525,7 +532,8 @@ class TrainConfig:
         opt = Adam(model.param_groups(self.weight_decay), lr=self.lr)
         if self.hec is not None:
             runner = HECRunner(self.hec_config()) if self.hec == "on" else None
-            source = Halo(hg, self._sampler(), batch_size=self.batch_size, hec=runner)
+            source = Halo(hg, self._sampler(), batch_size=self.batch_size, hec=runner,
+                          drop_halos=self.hec == "none")
             label = f"sage-partitioned-hec-{self.hec}"
         else:
             source = Sampled(mg, self._sampler(), batch_size=self.batch_size, bulk=self.bulk)

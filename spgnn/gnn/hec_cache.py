@@ -15,6 +15,11 @@ load are the backend's ``hec_*`` operations (Numba kernels in
   ``min_life <= age <= ls``; level 0 (raw features never go stale) skips the
   check (``check_age=False``).
 * :meth:`reset` empties the cache (per epoch, ``--hec-reset epoch``).
+* **Use accounting** (issue 39): every line has a ``read`` flag, set by
+  :meth:`load`.  ``first_reads`` counts lines read at least once;
+  ``wasted`` counts lines that became unusable unread (overwritten or
+  superseded by the ring, or, in :meth:`use_counts`, expired); so for the
+  lines stored since :meth:`settle`, ``stored = first_reads + wasted + live``.
 """
 
 import numpy as np
@@ -57,6 +62,8 @@ class HistoricalCache:
         self.buf = np.zeros((self.cs, self.dim), dtype=self.dtype)
         self.ptr = 0
         self.clock = 0
+        self.read = np.zeros(self.cs, dtype=bool)
+        self.stored = self.first_reads = self.wasted = 0
 
     @property
     def arrays(self):
@@ -69,6 +76,26 @@ class HistoricalCache:
         self.born.fill(-1)
         self.ptr = 0
         self.clock = 0
+        self.settle()
+
+    def settle(self):
+        """Restart the use accounting: resident lines count as neither read nor wasted. Local."""
+        self.read.fill(True)
+        self.stored = self.first_reads = self.wasted = 0
+
+    def _valid(self, slots):
+        if not self.check_age:
+            return np.ones(slots.size, dtype=bool)
+        age = self.clock - self.stamp[slots]
+        return (age >= self.min_life) & (age <= self.ls)
+
+    def use_counts(self):
+        """``(stored, first_reads, wasted, live)`` since :meth:`settle`; expired unread lines are
+        wasted, unread valid ones live.  ``stored == first_reads + wasted + live``. Local."""
+        s = np.flatnonzero((self.slot2tag >= 0) & ~self.read)
+        ok = self._valid(s)
+        live = int(ok.sum())
+        return self.stored, self.first_reads, self.wasted + int(s.size - live), live
 
     def tick(self):
         """Every line ages by one iteration. Local, O(1)."""
@@ -86,6 +113,15 @@ class HistoricalCache:
             raise IndexError(f"HistoricalCache.store: keys must lie in [0, {self.n})")
         vals = np.asarray(vals).reshape(keys.size, self.dim)
         born = np.broadcast_to(np.asarray(born, dtype=np.int64), keys.shape)
+        # use accounting: the lines this store makes unusable (the ring's next
+        # slots, and the keys' old slots) that were never read
+        ring = (self.ptr + np.arange(min(keys.size, self.cs))) % self.cs
+        old = self.tag2slot[keys]
+        victims = np.unique(np.concatenate([ring, old[old >= 0]]))
+        victims = victims[(self.slot2tag[victims] >= 0) & ~self.read[victims]]
+        self.wasted += int(victims.size)
+        self.stored += int(keys.size)
+        self.read[ring] = False
         self.ptr = self.backend.hec_store(self.arrays, self.ptr, self.clock, keys, vals, born)
 
     def search(self, keys):
@@ -95,7 +131,12 @@ class HistoricalCache:
                                        self.check_age)
 
     def load(self, slots, rows, out):
-        """``out[rows] = cached rows of slots`` (in place). Local."""
+        """``out[rows] = cached rows of slots`` (in place); marks the lines read. Local."""
+        slots = np.asarray(slots, dtype=np.int64)
+        if slots.size:
+            fresh = np.unique(slots[~self.read[slots]])
+            self.first_reads += int(fresh.size)
+            self.read[slots] = True
         self.backend.hec_load(self.arrays, slots, rows, out)
 
     def ages(self):

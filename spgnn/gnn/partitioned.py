@@ -122,5 +122,13 @@ class HaloGraph:
         ids = np.asarray(ids)
         return (ids < self.lo) | (ids >= self.hi)
 
+    def local_input(self, ids):
+        """Input rows of ``ids``: my solids' features, zero rows for halos. Local (nothing sent)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        x = np.zeros((ids.size, self.features.width), dtype=self.features.dtype)
+        mine = ~self.is_halo(ids)
+        x[mine] = self.features.local[ids[mine] - self.lo]
+        return x
+
     def owner(self, ids):
         return self.features.owner(ids)

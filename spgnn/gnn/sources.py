@@ -28,7 +28,16 @@ import numpy as np
 from ..sampling import GraphSAGESampler, LADIESSampler, sample_partitioned, sample_replicated
 from .context import BlockContext, Context
 from .minibatch import MODES, MinibatchGraph, bulk_positions, step_schedule
+from .hec import drop_halo_columns
 from .partitioned import HaloGraph, local_batches
+
+
+@dataclasses.dataclass
+class _Dropped:
+    """A sampled minibatch whose blocks lost their halo columns (``--hec none``)."""
+
+    blocks: list             # the sample's own (labels: its last hop's destinations)
+    forward_blocks: list     # without halo columns
 
 __all__ = ["Batch", "Source", "FullGraph", "Sampled", "Halo", "allreduce_gradients"]
 
@@ -357,13 +366,16 @@ class Halo(_Minibatches):
     label = "hec-epoch"
     grad_label = "hec:grad-allreduce"
 
-    def __init__(self, halo_graph, sampler, *, batch_size=512, hec=None):
+    def __init__(self, halo_graph, sampler, *, batch_size=512, hec=None, drop_halos=False):
         if not isinstance(halo_graph, HaloGraph):
             raise TypeError(f"Halo: the graph must be a HaloGraph, but got "
                             f"{type(halo_graph).__name__}")
         super().__init__(halo_graph.mg, sampler, batch_size, 1)
+        if drop_halos and hec is not None:
+            raise ValueError("Halo: drop_halos (--hec none) and a cache exclude each other")
         self.graph = self.halo = halo_graph
         self.hec = hec
+        self.drop_halos = bool(drop_halos)
         self.context_factory = BlockContext if hec is None else hec.context
         hg = halo_graph
         self.local_train = self.train_ids[(self.train_ids >= hg.lo) & (self.train_ids < hg.hi)]
@@ -396,16 +408,29 @@ class Halo(_Minibatches):
         """``steps_per_epoch`` lockstep iterations: sample locally, fetch halo inputs. Collective."""
         hg, hec = self.halo, self.hec
         batches = self.epoch_batches(epoch, seed)
+
+        def sample(k):
+            return self.sampler.sample(hg.view, [batches[k]], [self.minibatch_id(k)],
+                                       epoch=epoch)
+
+        planned = None
+        if hec is not None and hec.planned:
+            # the plan needs the epoch's frontiers first (the sampler is keyed by
+            # seed, epoch and minibatch: the same samples as sampling lazily)
+            planned = [sample(k) for k in range(len(batches))]
+            hec.plan(planned)                                      # collective
         for k in range(self.steps_per_epoch):
             self._k = k
             mine = k < len(batches)
             mb_id = self.minibatch_id(k)
             if mine:
-                mb = self.sampler.sample(hg.view, [batches[k]], [mb_id], epoch=epoch)
+                mb = planned[k] if planned is not None else sample(k)
                 src = mb.forward_blocks[0].src_ids
             else:
                 mb, src = None, np.zeros(0, dtype=np.int64)
-            if hec is None:
+            if self.drop_halos:
+                x = hg.local_input(src)                            # halos 0, nothing sent
+            elif hec is None:
                 x = hg.features.fetch(src, validate=False)        # collective, exact
             else:
                 x = hec.input_rows(src)                            # solids local, halos 0
@@ -414,6 +439,8 @@ class Halo(_Minibatches):
                     hec.empty_iteration(k)                         # its collectives
                 yield Batch()
                 continue
+            if self.drop_halos:
+                mb = _Dropped(mb.blocks, drop_halo_columns(mb.forward_blocks, hg.is_halo))
             ctx = self._context(mb, epoch, seed, mb_id, self.context_factory)
             if hec is not None:
                 hec.begin(k, ctx)
@@ -429,6 +456,12 @@ class Halo(_Minibatches):
         out = dict(steps=self.steps_per_epoch,
                    fetch_bytes=int(sum(v["bytes_recv"] for k, v in stats.by_label().items()
                                        if "halo-fetch" in k)))
+        # every epoch's non-gradient bytes (halo fetches, pushes, wants, counts) so far:
+        # a cache's bytes differ between epochs, so its mean is over all of them
+        self.nongrad_total = getattr(self, "nongrad_total", 0) + int(sum(
+            v["bytes_sent"] for k, v in stats.by_label().items() if k != self.grad_label))
+        self.epochs_total = getattr(self, "epochs_total", 0) + 1
+        out.update(nongrad_bytes_total=self.nongrad_total, epochs_total=self.epochs_total)
         if self.hec is not None:
             out["hec"] = self.hec.epoch_record()
         return out
@@ -437,4 +470,6 @@ class Halo(_Minibatches):
         out = super().placement()
         out.update(partitioned=True, offsets=[int(v) for v in self.halo.offsets],
                    hec=None if self.hec is None else self.hec.config_record())
+        if self.drop_halos:
+            out["drop_halos"] = True
         return out
