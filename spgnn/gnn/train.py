@@ -111,7 +111,7 @@ class Trainer:
     time_waits : bool
         Measure the waiting in each epoch (default False): every collective
         of :meth:`train_epoch` runs a timed barrier first
-        (:attr:`spgnn.comm.stats.Ledger.time_waits`), so the record's
+        (``time_waits`` of :class:`spgnn.comm.stats.Ledger`), so the record's
         ``seconds_by_phase`` has ``wait`` and its communication times hold
         the calls alone.  Costs one barrier per collective.
     source : the batch source
