@@ -137,8 +137,11 @@ def generate_rows(comm, spec, offsets=None, *, rows=None, features=None, labels=
             progress(t + 1, rounds)
     entries = np.concatenate(got) if got else np.zeros((0, 2), idt)
     del got
-    adj = rows_to_csr(entries[:, 0].astype(np.int64), entries[:, 1], lo, hi, n, np.float64)
+    r_loc = entries[:, 0] - idt(lo)                  # local row ids, in the id dtype
+    c_all = np.ascontiguousarray(entries[:, 1])
     del entries
+    adj = rows_to_csr(r_loc, c_all, 0, hi - lo, n, np.float64)
+    del r_loc, c_all
     nbrs = np.diff(adj.indptr).astype(np.int64)
     deg = nbrs + 1.0                                 # row sums of A' + I (unit weights)
     # every vertex's degree: the halo's come from their owners (O(n), never O(nnz))
