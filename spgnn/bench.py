@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-__all__ = ["time_collective", "median_seconds", "machine"]
+__all__ = ["time_collective", "median_seconds", "machine", "StageClock"]
 
 
 def time_collective(comm, fn, *, repeat=5, warmup=1, with_max=False):
@@ -48,3 +48,35 @@ def machine():
     return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "python": platform.python_version(),
             "numba_threads": os.environ.get("NUMBA_NUM_THREADS", "default")}
+
+
+class StageClock:
+    """Seconds per named setup stage on this rank: ``with clock.stage("generate"): ...``. Local.
+
+    A stage entered again adds to its total.  :meth:`by_stage` (collective)
+    gives each stage's maximum over the ranks (``setup_seconds_by_stage``).
+    """
+
+    def __init__(self):
+        self.seconds = {}
+
+    def stage(self, name):
+        import contextlib
+
+        @contextlib.contextmanager
+        def timed():
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+        return timed()
+
+    def by_stage(self, comm, label="train:report"):
+        """``{stage: max seconds over ranks}`` in the order of first use. Collective."""
+        names = []
+        for part in comm.allgather_obj(list(self.seconds), label=label):
+            names += [k for k in part if k not in names]
+        mine = np.array([self.seconds.get(k, 0.0) for k in names])
+        red = comm.allreduce(mine, op="max", label=label) if names else mine
+        return {k: float(v) for k, v in zip(names, red)}

@@ -36,6 +36,7 @@ from . import _resume, print_result
 from ._backend_options import add_backend_options, resolve_backend
 from ._graph_options import add_graph_options
 from .spmm import replication_arg
+from ..bench import StageClock
 from ..checkpoint import write_npz_atomic
 from ..comm import Communicator
 from ..errors import NonFiniteError
@@ -128,13 +129,20 @@ def train(comm, config, *, progress=False):
 
 
 def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
-    # a bad path raises on every rank; shards are read by every rank in build()
-    graph = None if config.sharded else load_on_root(comm, config.load_graph)
+    clock = StageClock()
+    # a bad path raises on every rank; shards are read by every rank in build(), a
+    # generated graph (full-graph, explicit --algo) is drawn by every rank in build()
+    local = config.sharded or config.generated
+    with clock.stage("read"):
+        graph = None if local else load_on_root(comm, config.load_graph)
     # the data a resume must match, not only the --graph string
-    name, data = _on_root(comm, lambda: (config.data_name() if config.sharded else graph.name,
-                                         _resume.data_fingerprint(config, graph)))
+    name, data = _on_root(comm, lambda: _data_of(config, graph))
     record = dict(config.record(comm.size), data=data)
-    built = config.build(comm, graph)
+    bar = _GenerateBar() if progress and comm.rank == 0 else None
+    with clock.stage("build"):
+        built = config.build(comm, graph, clock=clock, progress=bar)
+    if bar is not None:
+        bar.close()
     del graph
     if built.auto and comm.rank == 0:
         cfg = built.config
@@ -159,6 +167,10 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
         hooks.append(Checkpoint(ckpt_dir, config.every,
                                 _resume.checkpoint_state(config.spec, record, metrics, selection)))
     setup_seconds = time.perf_counter() - t_setup
+    by_stage = clock.by_stage(comm)
+    inner = sum(v for k, v in by_stage.items() if k not in ("read", "build"))
+    # "build" less its timed inner stages: auto-configuration, plan and placement
+    by_stage["build"] = max(0.0, by_stage.get("build", 0.0) - inner)
     trainer.fit(max(0, config.epochs - trainer.epoch), evaluate=False, hooks=hooks)
     last_ev = trainer.evaluate()
     restored = selection is not None and selection.restore_best(trainer)
@@ -182,7 +194,7 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
            "loss_history": metrics.losses,
            "seconds_per_epoch": float(red[0] / steady.size) if steady.size else None,
            "first_epoch_seconds": float(red[1]) if t.size else None,
-           "setup_seconds": setup_seconds,
+           "setup_seconds": setup_seconds, "setup_seconds_by_stage": by_stage,
            "bytes_per_epoch": int(bytes_epoch[-1]) if bytes_epoch else 0,
            "bytes_per_epoch_constant": len(set(bytes_epoch)) <= 1,
            "bytes_per_epoch_max_rank": max(per_rank),
@@ -192,6 +204,41 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
         out.update(backend="cupy", gpu_comm=comm.gpu_comm)
     out.update(_mode_report(comm, built, metrics.last, selection, restored, last_ev))
     return out
+
+
+def _data_of(config, graph):
+    """``(name, fingerprint)`` of the run's data (rank 0). Local.
+
+    A generated graph is a function of its spec and the data specs: those are
+    its fingerprint (a whole-graph run of the same spec has another one).
+    """
+    if config.sharded:
+        return config.data_name(), _resume.data_fingerprint(config, graph)
+    if graph is None:
+        return config.graph, {"generator": config.graph, "features": config.features,
+                              "labels": config.labels,
+                              "split": list(config.generated_split())}
+    return graph.name, _resume.data_fingerprint(config, graph)
+
+
+class _GenerateBar:
+    """A tqdm bar (rank 0, stderr) over the drawing rounds of a generated graph."""
+
+    def __init__(self):
+        self.bar = None
+
+    def __call__(self, done, total):
+        if self.bar is None:
+            if total < 4:
+                return
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, unit="round", desc="generate", file=sys.stderr,
+                            dynamic_ncols=True)
+        self.bar.update(done - self.bar.n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _on_root(comm, compute):

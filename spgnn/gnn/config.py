@@ -243,6 +243,34 @@ class TrainConfig:
         return is_shard_dir(self.graph)
 
     @property
+    def generated(self) -> bool:
+        """Full-graph training on a generator spec that each rank draws its rows of
+        (:meth:`DistGraph.from_generator`): a full-graph model, ``partition none``, no
+        ``feature_dim``/``num_nodes``/``relabel``, not ``permute double``, an explicit
+        ``algo`` (``auto`` ranks the whole graph until it can rank rows).  Other runs on
+        a generator spec load the whole graph on rank 0."""
+        from ..io.generators import parse_spec
+        try:
+            spec = parse_spec(self.graph)
+        except ValueError:
+            return False
+        return (spec is not None and not self.minibatch and self.partition == "none"
+                and not self.feature_dim and not self.num_nodes and not self.relabel
+                and self.permute == "none" and self.algo != "auto"
+                and self.replication != "auto" and self.name is None)
+
+    def generated_split(self):
+        """``(train, val, seed)`` of a generated graph's per-vertex split: ``--split`` with
+        ``--split-seed``, else an SBM's own (0.6:0.2, the spec's seed) or 0.6:0.2 with
+        ``--split-seed`` -- what :meth:`load_graph` gives the whole graph."""
+        from ..io.generators import parse_spec
+        split = _parse_split(self.split)
+        if split is not None:
+            return split + (self.split_seed,)
+        spec = parse_spec(self.graph)
+        return (0.6, 0.2, spec.seed if spec.has_data else self.split_seed)
+
+    @property
     def reduced_exchange(self) -> bool:
         """Pre/hybrid aggregation, quantization or label propagation: ``1d-aware`` only."""
         return self.aggregation != "post" or self.quantize != "none" or bool(self.label_prop)
@@ -486,7 +514,9 @@ class TrainConfig:
         if split is None and graph.train_mask is None:
             split = (0.6, 0.2)
         if split is not None:
-            graph = graph.random_split(*split, seed=self.split_seed)
+            # generated graphs: the per-vertex split (each rank can make its rows' masks)
+            graph = graph.random_split(*split, seed=self.split_seed,
+                                       per_vertex=_is_generator_spec(self.graph))
         if graph.train_mask is None or not np.any(graph.train_mask):
             raise ValueError(f"train: {graph.name} has no training vertices (its split, or "
                              f"--split {self.split}); nothing would be trained")
@@ -505,7 +535,7 @@ class TrainConfig:
             graph = dataclasses.replace(graph, features=z)
         return graph
 
-    def build(self, comm, graph):
+    def build(self, comm, graph, *, clock=None, progress=None):
         """The trainer of this run, over ``graph`` (rank 0; others pass None). Collective.
 
         A sharded ``graph`` directory needs no ``graph`` (pass None): every
@@ -517,7 +547,7 @@ class TrainConfig:
         """
         self.check_ranks(comm.size)
         if not self.minibatch:
-            return self._build_full_graph(comm, graph)
+            return self._build_full_graph(comm, graph, clock, progress)
         dtype = np.dtype(self.dtype)
         if self.hec is not None:
             hg = HaloGraph.build(graph, comm, method=self.partition, seed=self.seed, dtype=dtype,
@@ -549,7 +579,7 @@ class TrainConfig:
         return LADIESSampler((self.ladies_size or self.batch_size,) * len(self.fanout),
                              seed=self.seed)
 
-    def _build_full_graph(self, comm, graph):
+    def _build_full_graph(self, comm, graph, clock=None, progress=None):
         cfg, auto = self, None
         if self.algo == "auto" or self.replication == "auto":
             cfg, auto = self._choose(comm, graph)
@@ -557,6 +587,14 @@ class TrainConfig:
                       dtype=np.dtype(cfg.dtype), normalize_features=not cfg.feature_dim)
         if cfg.sharded:          # the "read shards" step instead of "scatter"
             dg = DistGraph.from_shards(cfg.graph, comm, cfg.placement(), **common)
+        elif cfg.generated and not any(comm.allgather_obj(graph is not None,
+                                                          label="gnn-setup:meta")):
+            # no rank loaded the graph: each rank draws its own rows
+            train, val, split_seed = cfg.generated_split()
+            dg = DistGraph.from_generator(cfg.graph, comm, cfg.placement(),
+                                          features=cfg.features, labels=cfg.labels,
+                                          split=(train, val), split_seed=split_seed,
+                                          clock=clock, progress=progress, **common)
         else:
             dg = DistGraph.from_graph(graph, comm, cfg.placement(), partition=cfg.partition,
                                       seed=cfg.seed, **common)
@@ -675,6 +713,14 @@ _HEC_RECORD_KEYS = ("hec", "hec_capacity", "hec_life", "hec_push_cap", "hec_dela
 #: before they were recorded resumes as these values.
 EXCHANGE_RECORD_DEFAULTS = {"aggregation": "post", "quantize": "none", "rounding": None,
                             "label_prop": 0.0}
+
+
+def _is_generator_spec(text):
+    from ..io.generators import parse_spec
+    try:
+        return parse_spec(text) is not None
+    except ValueError:
+        return False
 
 
 def _parse_split(text):

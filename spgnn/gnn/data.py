@@ -42,6 +42,7 @@
    by producing the same two.
 """
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -380,17 +381,44 @@ def read_shards(comm, grid, placement, directory, man, offsets, adjacency, norma
     """
     n, f = man["n"], man["num_features"]
     layouts = placement.layouts(grid, n, offsets)
-    (ar, ac) = layouts.adjacency.bounds(grid, (n, n))
-    (xr, xc) = layouts.features.bounds(grid, (n, f))
-    (nr, _) = layouts.nodes.bounds(grid, (n, len(NodeData.FIELDS)))
-    lo = min(ar[0], xr[0], nr[0])
-    hi = max(ar[1], xr[1], nr[1])
+    lo, hi = row_span(grid, layouts, n, f)
     block, err = None, None
     try:
         block = shard_io.read_rows(directory, man, lo, hi)
     except ShardError as exc:
         err = exc
     comm.agree(err)
+    info = dict(n=n, f=f, c=man["num_classes"], offsets=tuple(offsets),
+                feature_form=man["feature_form"], counts=dict(man["counts"]))
+    meta, shards = place_rows(comm, grid, layouts, block, lo, info, adjacency,
+                              normalize_features, dtype, backend)
+    return meta, shards, block.files
+
+
+def row_span(grid, layouts, n, f):
+    """``(lo, hi)``: the rows this rank's blocks of Â, features and node data need. Local."""
+    (ar, _) = layouts.adjacency.bounds(grid, (n, n))
+    (xr, _) = layouts.features.bounds(grid, (n, f))
+    (nr, _) = layouts.nodes.bounds(grid, (n, len(NodeData.FIELDS)))
+    return min(ar[0], xr[0], nr[0]), max(ar[1], xr[1], nr[1])
+
+
+def place_rows(comm, grid, layouts, block, lo, info, adjacency, normalize_features, dtype,
+               backend):
+    """Rows -> placed matrices: ``(meta, Shards)`` from this rank's :class:`RowBlock`. Collective.
+
+    The step shared by shard reading and generation: the rank's block of Â
+    from its rows of ``A'`` and the degrees (bit for bit the rows of
+    :func:`prepare`'s Â), its feature rows normalised in the form the whole
+    matrix takes (``info["feature_form"]``), its node data, each wrapped
+    where it lies (``from_local``): no graph data moves between ranks.
+    ``block`` holds rows ``lo:`` (at least the rows of ``row_span``);
+    ``info``: ``n``, ``f``, ``c``, ``offsets``, ``feature_form``, ``counts``.
+    """
+    n, f = info["n"], info["f"]
+    (ar, ac) = layouts.adjacency.bounds(grid, (n, n))
+    (xr, xc) = layouts.features.bounds(grid, (n, f))
+    (nr, _) = layouts.nodes.bounds(grid, (n, len(NodeData.FIELDS)))
     be = get_backend(backend)
 
     def rows(a, r):
@@ -406,17 +434,19 @@ def read_shards(comm, grid, placement, directory, man, offsets, adjacency, norma
         pattern.eliminate_zeros()
         pattern.data[:] = 1.0
         a_hat = mean_adjacency(pattern, dtype)
+    del a_rows
     a_hat = sp.csr_array(a_hat[:, ac[0]:ac[1]]) if ac != (0, n) else a_hat
     a_hat.sort_indices()
     shape = a_hat.shape
     idt = np.int32 if max(shape[0], shape[1], a_hat.nnz) < np.iinfo(np.int32).max else np.int64
     local = LocalCSR(be.from_host(a_hat.indptr.astype(idt)), be.from_host(a_hat.indices.astype(idt)),
                      be.from_host(a_hat.data), shape)
+    del a_hat
     A = DistSparseMatrix.from_local(local, (n, n), grid, layouts.adjacency, backend=be)
     # features
     x_rows = rows(block.x, xr)
     if normalize_features:
-        x = row_normalize_features(x_rows, dtype, form=man["feature_form"])
+        x = row_normalize_features(x_rows, dtype, form=info["feature_form"])
     else:
         x = _dense_features(x_rows, dtype)
     x = np.ascontiguousarray(x[:, xc[0]:xc[1]])
@@ -427,10 +457,15 @@ def read_shards(comm, grid, placement, directory, man, offsets, adjacency, norma
     nodes = NodeData(*(rows(getattr(block, name), nr) for name in NodeData.FIELDS))
     packed = DistDenseMatrix.from_local(nodes.packed(), (n, len(NodeData.FIELDS)), grid,
                                         layouts.nodes)
-    meta = dict(n=n, f=f, c=man["num_classes"], offsets=tuple(offsets),
+    meta = dict(n=n, f=f, c=info["c"], offsets=tuple(info["offsets"]),
                 nnz_x=sum(c for _, _, c in {(r, cc): (r, cc, c) for r, cc, c in nnz_x}.values()),
-                counts=dict(man["counts"]))
-    return meta, Shards(A, features, packed), block.files
+                counts=dict(info["counts"]))
+    return meta, Shards(A, features, packed)
+
+
+@contextlib.contextmanager
+def _no_stage(name):
+    yield
 
 
 def _sparse_backed(features):
@@ -663,6 +698,71 @@ class DistGraph:
                   backend=backend)
         out.shard_files = files
         return out
+
+    @classmethod
+    def from_generator(cls, spec, comm, placement="1d-aware", *, features=None, labels=None,
+                       split=(0.6, 0.2), split_seed=0, adjacency="gcn", normalize_features=True,
+                       sparse_features=None, dtype=np.float32, backend=None, clock=None,
+                       progress=None):
+        """Generate ``spec`` (``rmat:``/``sbm:``/``plsbm:``) in parallel and place it. Collective.
+
+        Each rank draws its share of the edges and gets the rows of its
+        blocks (:func:`spgnn.gnn.rows.generate_rows`), then the step shared
+        with shard reading (:func:`place_rows`): no rank ever holds the whole
+        graph.  The vertex order is the generator's (``partition="none"``,
+        even blocks).  The result equals, bit for bit, what
+        :meth:`from_graph` makes from ``load_graph(spec)`` with the same
+        ``features``/``labels`` specs (:func:`spgnn.io.with_synthetic`) and
+        the per-vertex split of ``split`` and ``split_seed``
+        (``Graph.random_split(..., per_vertex=True)``), so training is too.
+        ``Plexus3D(permute="double")`` is refused (its permutations need the
+        whole Â).  ``clock``: a stage clock (``clock.stage(name)`` context
+        managers: ``generate``, ``place``), ``progress``: as in
+        ``generate_rows``.  Other parameters as in :meth:`from_graph`.
+
+        Raises
+        ------
+        ValueError, GridError
+            On every rank, before drawing anything.
+        """
+        from .rows import as_generator_spec, block_totals, feature_form_of, generate_rows
+
+        placement = as_placement(placement)
+        on_device = get_backend(backend).xp is not np
+        _check_options(placement, "none", adjacency, sparse_features, on_device, dtype)
+        if isinstance(placement, Plexus3D) and placement.permute == "double":
+            raise ValueError("DistGraph.from_generator: Plexus3D(permute='double') is not "
+                             "supported (its double permutation is drawn from the whole Â); "
+                             "use permute='none', or DistGraph.from_graph")
+        gen = as_generator_spec(spec)
+        dtype = np.dtype(dtype)
+        grid = placement.make_grid(comm)
+        n = gen.n
+        offsets = tuple(int(v) for v in block_offsets(n, placement.nparts(grid)))
+        layouts = placement.layouts(grid, n, offsets)
+        lo, hi = row_span(grid, layouts, n, 1)
+        stage = clock.stage if clock is not None else _no_stage
+        with stage("generate"):
+            block = generate_rows(comm, gen, rows=(lo, hi), features=features, labels=labels,
+                                  split=split, split_seed=split_seed, progress=progress)
+            f = int(block.x.shape[1])
+            totals = block_totals(comm, lo, hi, [block.train.sum(), block.val.sum(),
+                                                 block.test.sum()])
+            top = int(comm.allreduce(np.array([block.label.max(initial=-1)], dtype=np.int64),
+                                     op="max", label="gnn-setup:meta")[0])
+            info = dict(n=n, f=f, c=max(top, -1) + 1, offsets=offsets,
+                        feature_form=feature_form_of(comm, block, n),
+                        counts={k: int(v) for k, v in zip(NodeData.MASKS, totals)})
+        with stage("place"):
+            meta, shards = place_rows(comm, grid, layouts, block, lo, info, adjacency,
+                                      normalize_features, dtype, backend)
+            del block
+        if sparse_features is None:
+            sparse_features = (not isinstance(placement, Plexus3D) and not on_device
+                               and meta["nnz_x"] <= SPARSE_DENSITY * max(1, meta["n"] * meta["f"]))
+        return cls(comm, grid, placement, meta, shards, partition="none", stats=None,
+                   adjacency=adjacency, sparse_features=bool(sparse_features), dtype=dtype,
+                   backend=backend)
 
     @property
     def AT(self):

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from ..errors import DimensionMismatch, DTypeError, InputTooLarge
 from .preprocess import symmetrize, without_self_loops
 
-__all__ = ["Graph", "MAX_CLASSES"]
+__all__ = ["Graph", "MAX_CLASSES", "vertex_split"]
 
 #: class ids are below this: a label of 10**12 would size every one-hot and
 #: logit matrix by it (a regression target, or a corrupt file)
@@ -22,6 +22,42 @@ def _refuse_complex(what, dtype):
     # numpy would drop the imaginary part with only a warning: a silent change.
     if np.dtype(dtype).kind == "c":
         raise DTypeError(f"Graph: {what} must be real, but got complex dtype {dtype}")
+
+
+def _check_fractions(train, val):
+    if not (0 <= train <= 1 and 0 <= val <= 1 and train + val <= 1 + 1e-12):
+        raise ValueError(f"random_split: train and val must be fractions with "
+                         f"train + val <= 1, but got train={train}, val={val}")
+
+
+#: Vertices per block of the per-vertex split's draws (as the generators' blocks).
+SPLIT_BLOCK = 1 << 12
+
+
+def vertex_split(labels, lo, hi, train=0.6, val=0.2, seed=0):
+    """``(train, val, test)`` bool masks of vertices ``lo:hi`` by the per-vertex rule. Pure.
+
+    Vertex ``v`` draws ``u`` uniform in [0, 1) (block ``v // 4096`` of
+    ``numpy.random.default_rng([seed, 3, block])``, element ``v % 4096``) and
+    goes to train when ``u < train``, to val when ``train <= u < train +
+    val``, else to test; a vertex with label -1 goes to no set.  ``labels``
+    are those of vertices ``lo:hi`` (or None: all known).  Not stratified:
+    each class is split in the expected proportions only.  Any range gives
+    the masks the whole range ``0:n`` gives for its vertices.
+    """
+    _check_fractions(train, val)
+    lo, hi = int(lo), int(hi)
+    parts = []
+    for b in range(lo // SPLIT_BLOCK, (hi - 1) // SPLIT_BLOCK + 1) if hi > lo else ():
+        b0 = b * SPLIT_BLOCK
+        u = np.random.default_rng([int(seed), 3, b]).random(SPLIT_BLOCK)
+        parts.append(u[max(lo, b0) - b0:min(hi, b0 + SPLIT_BLOCK) - b0])
+    u = np.concatenate(parts) if parts else np.zeros(0)
+    known = np.ones(hi - lo, bool) if labels is None else np.asarray(labels) >= 0
+    tr = known & (u < train)
+    va = known & (u >= train) & (u < train + val)
+    te = known & ~tr & ~va
+    return tr, va, te
 
 
 @dataclass
@@ -182,7 +218,8 @@ class Graph:
         """The same graph with the diagonal of ``adj`` removed."""
         return dataclasses.replace(self, adj=without_self_loops(self.adj))
 
-    def random_split(self, train=0.6, val=0.2, *, seed=0, stratify=True) -> "Graph":
+    def random_split(self, train=0.6, val=0.2, *, seed=0, stratify=True,
+                     per_vertex=False) -> "Graph":
         """A new Graph with random train/val/test masks.
 
         Parameters
@@ -199,11 +236,19 @@ class Graph:
             count)`` to val, the rest to test), so that class proportions
             match across the sets; nodes with label -1 go to no set.  Without
             labels, or with ``stratify=False``, all nodes are shuffled together.
+        per_vertex : bool
+            The per-vertex rule instead (:func:`vertex_split`; ``stratify`` is
+            then ignored): each vertex's set follows from its own uniform
+            draw, so any rows' masks can be made alone (the generated graphs
+            use it, whole or generated per rank).  Set sizes are then only
+            about ``train * n`` and ``val * n``.
         """
-        if not (0 <= train <= 1 and 0 <= val <= 1 and train + val <= 1 + 1e-12):
-            raise ValueError(f"random_split: train and val must be fractions with "
-                             f"train + val <= 1, but got train={train}, val={val}")
+        _check_fractions(train, val)
         n = self.num_nodes
+        if per_vertex:
+            masks = vertex_split(self.labels, 0, n, train, val, seed)
+            return dataclasses.replace(self, train_mask=masks[0], val_mask=masks[1],
+                                       test_mask=masks[2])
         rng = np.random.default_rng(seed)
         masks = [np.zeros(n, dtype=bool) for _ in range(3)]
         if self.labels is not None and stratify:

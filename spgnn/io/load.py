@@ -30,7 +30,8 @@ __all__ = ["SUPPORTED_FORMATS", "load_graph", "load_on_root", "load_adjacency"]
 SUPPORTED_FORMATS = (
     "dataset name from spgnn.io.datasets.DATASETS (cora, ogbn-arxiv, ...; downloaded into the "
     "cache on first use)",
-    "generator spec 'rmat:SCALE[:EDGE_FACTOR[:SEED]]' or 'sbm:N[:CLASSES[:SEED]]'",
+    "generator spec 'rmat:SCALE[:EDGE_FACTOR[:SEED]]', 'sbm:N[:CLASSES[:SEED]]' or "
+    "'plsbm:N:CLASSES:AVG_DEGREE[:FEATURES[:SEED]]'",
     "edge list: .txt .edges .el .tsv .csv (optionally .gz)",
     "JuliaGraphs LG: .jlg .lg (optionally .gz)",
     "MatrixMarket coordinate: .mtx (optionally .gz), with or without the header",
@@ -40,7 +41,7 @@ SUPPORTED_FORMATS = (
 )
 
 _EDGE_EXTS = (".txt", ".edges", ".el", ".tsv", ".csv")
-_GENERATORS = ("rmat", "sbm")
+_GENERATORS = ("rmat", "sbm", "plsbm")
 
 
 def _generator_graph(spec: str, name):
@@ -51,7 +52,8 @@ def _generator_graph(spec: str, name):
     except ValueError as e:
         raise GraphFormatError(str(e)) from None
     g = Graph(adj=made["adj"], features=made["features"], labels=made["labels"], name=name or spec)
-    return g if made["labels"] is None else g.random_split(seed=made["seed"])
+    # the per-vertex split: what each rank of a generated graph makes for its rows
+    return g if made["labels"] is None else g.random_split(seed=made["seed"], per_vertex=True)
 
 
 def _unknown(label, why):

@@ -3,7 +3,8 @@
 Feature specs (``--features``):
 
 * ``random:F[:SEED]`` -- F columns drawn uniformly from [0, 1) (float32),
-  ``numpy.random.default_rng([SEED, 1])``; non-negative, so the usual
+  per block of :data:`~spgnn.io.generators.VERTEX_BLOCK` vertices from
+  ``numpy.random.default_rng([SEED, 1, block])``; non-negative, so the usual
   row normalisation divides by sums near F/2, never near 0;
 * ``degree`` -- one-hot of the log-binned degree, column ``floor(log2(1 + d))``
   where ``d`` counts the neighbours of the undirected graph without
@@ -14,12 +15,17 @@ Feature specs (``--features``):
 
 Label specs (``--labels``):
 
-* ``random:C[:SEED]`` -- classes drawn uniformly from 0..C-1,
-  ``numpy.random.default_rng([SEED, 2])``.  Accuracy on them is chance
-  (1/C); they exist to run and time training on graphs without labels.
+* ``random:C[:SEED]`` -- classes drawn uniformly from 0..C-1, per block
+  of vertices from ``numpy.random.default_rng([SEED, 2, block])``.
+  Accuracy on them is chance (1/C); they exist to run and time training on
+  graphs without labels.
 
 Every spec is a deterministic function of the graph and its seed (default
-0), so every rank, and every run, builds the same arrays.  Local, pure.
+0), so every rank, and every run, builds the same arrays.  Every value is
+per vertex (its block's draw, its own degree), so the rows ``lo:hi`` can be
+made alone (:func:`feature_rows`, :func:`label_rows`: what a rank of a
+generated graph makes, :func:`spgnn.gnn.rows.generate_rows`) and equal
+those rows of the whole.  Local, pure.
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
+from .generators import vertex_blocks
 from .graph import Graph
 from .preprocess import neighbour_pattern
 
 __all__ = ["FEATURE_SPECS", "LABEL_SPECS", "synthetic_features", "synthetic_labels",
-           "with_synthetic", "check_feature_spec", "check_label_spec"]
+           "with_synthetic", "check_feature_spec", "check_label_spec", "feature_rows",
+           "label_rows", "degree_feature_width"]
 
 FEATURE_SPECS = ("random:F[:SEED]", "degree", "onehot")
 LABEL_SPECS = ("random:C[:SEED]",)
@@ -71,26 +79,51 @@ def check_label_spec(spec, what="labels"):
     _random_spec(spec, what, LABEL_SPECS[0])
 
 
+def degree_feature_width(max_degree):
+    """Columns of the ``degree`` features of a graph whose largest degree is ``max_degree``."""
+    return int(np.floor(np.log2(1.0 + max_degree))) + 1
+
+
+def feature_rows(spec, lo, hi, n, degrees=None, width=None):
+    """Rows ``lo:hi`` of the feature matrix of ``spec`` for a graph of ``n`` vertices. Pure.
+
+    ``degrees``: the rows' neighbour counts (``degree`` only) and ``width``
+    the whole matrix's columns (:func:`degree_feature_width` of the largest
+    degree of the graph).  Equal to those rows of :func:`synthetic_features`.
+    """
+    check_feature_spec(spec)
+    k = hi - lo
+    if spec == "onehot":
+        return sp.csr_array((np.ones(k, np.float32), np.arange(lo, hi, dtype=np.int64),
+                             np.arange(k + 1)), shape=(k, n))
+    if spec == "degree":
+        col = np.floor(np.log2(1.0 + np.asarray(degrees))).astype(np.int64)
+        return sp.csr_array((np.ones(k, np.float32), col, np.arange(k + 1)), shape=(k, width))
+    dim, seed = _random_spec(spec, "features", FEATURE_SPECS[0])
+    return vertex_blocks(lo, hi, seed, 1, lambda rng, b: rng.random((b, dim), dtype=np.float32))
+
+
+def label_rows(spec, lo, hi):
+    """Labels of vertices ``lo:hi`` of ``spec``: those of :func:`synthetic_labels`. Pure."""
+    check_label_spec(spec)
+    classes, seed = _random_spec(spec, "labels", LABEL_SPECS[0])
+    return vertex_blocks(lo, hi, seed, 2,
+                         lambda rng, b: rng.integers(0, classes, size=b, dtype=np.int64))
+
+
 def synthetic_features(adj, spec):
     """The feature matrix of ``spec`` (see the module) for the graph of ``adj``."""
     n = adj.shape[0]
     check_feature_spec(spec)
-    if spec == "onehot":
-        return sp.identity(n, dtype=np.float32, format="csr")
     if spec == "degree":
         deg = np.diff(neighbour_pattern(adj).indptr)
-        col = np.floor(np.log2(1.0 + deg)).astype(np.int64)
-        width = int(col.max()) + 1 if n else 1
-        return sp.csr_array((np.ones(n, np.float32), col, np.arange(n + 1)), shape=(n, width))
-    dim, seed = _random_spec(spec, "features", FEATURE_SPECS[0])
-    return np.random.default_rng([seed, 1]).random((n, dim), dtype=np.float32)
+        return feature_rows(spec, 0, n, n, deg, degree_feature_width(deg.max()) if n else 1)
+    return feature_rows(spec, 0, n, n)
 
 
 def synthetic_labels(n, spec):
     """The int64 labels of ``spec`` (``random:C[:SEED]``) for ``n`` vertices."""
-    check_label_spec(spec)
-    classes, seed = _random_spec(spec, "labels", LABEL_SPECS[0])
-    return np.random.default_rng([seed, 2]).integers(0, classes, size=n, dtype=np.int64)
+    return label_rows(spec, 0, n)
 
 
 def with_synthetic(graph: Graph, features=None, labels=None) -> Graph:
