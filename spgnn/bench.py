@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-__all__ = ["time_collective", "median_seconds", "machine", "StageClock"]
+__all__ = ["time_collective", "median_seconds", "machine", "StageClock", "peak_rss_bytes"]
 
 
 def time_collective(comm, fn, *, repeat=5, warmup=1, with_max=False):
@@ -41,6 +41,23 @@ def median_seconds(fn, reps=5):
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def peak_rss_bytes(comm):
+    """``{"per_rank": [...], "max": int}``: each rank's peak resident memory so far. Collective.
+
+    From ``getrusage(RUSAGE_SELF).ru_maxrss`` (KiB on Linux, bytes on macOS):
+    the high-water mark of the whole process -- interpreter, libraries and
+    every transient of setup included -- which is what a batch system's
+    memory limit is checked against.
+    """
+    import resource
+    import sys
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss = int(rss) if sys.platform == "darwin" else int(rss) * 1024
+    per_rank = [int(v) for v in comm.allgather_obj(rss, label="report:memory")]
+    return {"per_rank": per_rank, "max": max(per_rank)}
 
 
 def machine():

@@ -44,6 +44,8 @@ def test_json_report(reports, p):
     assert 0 <= r["test_acc"] <= 1 and r["seconds_per_epoch"] > 0
     assert r["bytes_per_epoch_constant"]
     assert (r["bytes_per_epoch"] > 0) == (p > 1)
+    mem = r["peak_rss_bytes"]
+    assert len(mem["per_rank"]) == p and mem["max"] == max(mem["per_rank"]) > 2**20
 
 
 @pytest.mark.parametrize("p", [1, 4])

@@ -22,6 +22,7 @@ gathers them (``Y`` is gathered too: a debugging aid for graphs that fit).
 import numpy as np
 
 from spgnn.core.spmm import DISTRIBUTED_ALGORITHMS
+from spgnn.bench import peak_rss_bytes
 from spgnn.grid import parse_grid
 from spgnn.partition import (PARTITIONERS, order_from_parts, partition_graph, permute,
                            read_partition_file)
@@ -372,5 +373,6 @@ def run(args):
     check_args(args)                   # every rank, before MPI starts
     comm = Communicator.world()
     result = measure(comm, args)
+    result["peak_rss_bytes"] = peak_rss_bytes(comm)
     print_result(comm, result, args.json)
     return 0 if result.get("check_passed", True) else 1

@@ -36,7 +36,7 @@ from . import _resume, print_result
 from ._backend_options import add_backend_options, resolve_backend
 from ._graph_options import add_graph_options
 from .spmm import replication_arg
-from ..bench import StageClock
+from ..bench import StageClock, peak_rss_bytes
 from ..checkpoint import write_npz_atomic
 from ..comm import Communicator
 from ..errors import NonFiniteError
@@ -100,7 +100,9 @@ def train(comm, config, *, progress=False):
     ``epochs_this_run``, ``resumed_from``, ``resumed_ranks`` and ``rebuilt``
     (:func:`spgnn.cli._resume.resume`), ``seconds_per_epoch`` (mean after
     the first epoch, slowest rank), ``first_epoch_seconds``,
-    ``setup_seconds``, ``bytes_per_epoch`` (all ranks, last epoch),
+    ``setup_seconds``, ``setup_seconds_by_stage`` (max over ranks),
+    ``peak_rss_bytes`` (:func:`spgnn.bench.peak_rss_bytes`: per rank and the
+    max), ``bytes_per_epoch`` (all ranks, last epoch),
     ``bytes_per_epoch_constant``, ``bytes_per_epoch_max_rank``,
     ``bytes_per_epoch_by_label``, ``epoch_seconds_by_phase``
     (:meth:`Metrics.phase_report <spgnn.gnn.hooks.Metrics.phase_report>`),
@@ -195,6 +197,7 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
            "seconds_per_epoch": float(red[0] / steady.size) if steady.size else None,
            "first_epoch_seconds": float(red[1]) if t.size else None,
            "setup_seconds": setup_seconds, "setup_seconds_by_stage": by_stage,
+           "peak_rss_bytes": peak_rss_bytes(comm),
            "bytes_per_epoch": int(bytes_epoch[-1]) if bytes_epoch else 0,
            "bytes_per_epoch_constant": len(set(bytes_epoch)) <= 1,
            "bytes_per_epoch_max_rank": max(per_rank),

@@ -140,7 +140,8 @@ def gcn_degrees(adj, *, undirected=False):
     return np.asarray(a.sum(axis=1)).ravel()
 
 
-def normalized_adjacency_rows(rows, row_ids, deg_rows, deg_cols, dtype=np.float32):
+def normalized_adjacency_rows(rows, row_ids, deg_rows, deg_cols, dtype=np.float32, *,
+                              chunk=1 << 21):
     """Rows ``row_ids`` of :func:`normalized_adjacency`, from those rows of ``A'`` and degrees. Local, pure.
 
     Parameters
@@ -155,6 +156,8 @@ def normalized_adjacency_rows(rows, row_ids, deg_rows, deg_cols, dtype=np.float3
     deg_cols : callable
         ``deg_cols(ids)``: the degrees of the global column ids ``ids``.
     dtype : numpy dtype
+    chunk : int
+        Entries handled per step (bounds the float64 temporaries).
 
     Returns
     -------
@@ -163,18 +166,49 @@ def normalized_adjacency_rows(rows, row_ids, deg_rows, deg_cols, dtype=np.float3
     ``(d_i a_ij) d_j`` in float64, products equal to 0 dropped as the sparse
     product drops them, one rounding to ``dtype``).
     """
-    rows = sp.csr_array(rows, dtype=np.float64)
+    rows = sp.csr_array(rows)
+    if not rows.has_sorted_indices:
+        rows = rows.sorted_indices()
     r, n = rows.shape
     row_ids = np.asarray(row_ids, dtype=np.int64)
-    eye = sp.csr_array((np.ones(r), (np.arange(r), row_ids)), shape=(r, n))
-    a = (rows + eye).tocoo()
-    col_scale = _inverse_sqrt(np.asarray(deg_cols(a.col), dtype=np.float64))
-    v = (_inverse_sqrt(np.asarray(deg_rows, dtype=np.float64))[a.row] * a.data) * col_scale
-    keep = v != 0
-    out = sp.csr_array((v[keep].astype(dtype), (a.row[keep], a.col[keep])), shape=(r, n))
-    out.sum_duplicates()
-    out.sort_indices()
-    return out
+    indptr = rows.indptr.astype(np.int64)
+    counts = np.diff(indptr)
+    d_row = _inverse_sqrt(np.asarray(deg_rows, dtype=np.float64))
+    diag = d_row * _inverse_sqrt(np.asarray(deg_cols(row_ids), dtype=np.float64))
+    # Each row gets its I entry merged in place: the output is written once, in
+    # row chunks of about `chunk` entries, so the temporaries stay small however
+    # large the block (no COO copy, no re-sort: issue 37's setup memory).
+    idx_dtype = np.int32 if max(n, rows.nnz + r) < np.iinfo(np.int32).max else np.int64
+    out_ind = np.empty(rows.nnz + r, dtype=idx_dtype)
+    out_val = np.empty(rows.nnz + r, dtype=dtype)
+    zero = None            # where a product is 0 (dropped, as the sparse product drops it)
+    bounds = np.searchsorted(indptr, np.arange(0, rows.nnz + chunk, chunk), side="left")
+    bounds = np.unique(np.concatenate([[0], np.minimum(bounds, r), [r]]))
+    for i0, i1 in zip(bounds[:-1], bounds[1:]):
+        e0, e1 = indptr[i0], indptr[i1]
+        rr = np.repeat(np.arange(i0, i1), counts[i0:i1])
+        cols = rows.indices[e0:e1]
+        after = cols > row_ids[rr]              # entries right of the diagonal shift once more
+        pos = np.arange(e0, e1) + rr + after
+        v = (d_row[rr] * rows.data[e0:e1].astype(np.float64)) * _inverse_sqrt(
+            np.asarray(deg_cols(cols), dtype=np.float64))
+        out_ind[pos] = cols
+        out_val[pos] = v.astype(dtype)
+        dpos = indptr[i0:i1] + np.arange(i0, i1) + np.bincount(rr[~after] - i0,
+                                                               minlength=i1 - i0)
+        out_ind[dpos] = row_ids[i0:i1]
+        out_val[dpos] = diag[i0:i1].astype(dtype)
+        if not (v.all() and diag[i0:i1].all()):
+            if zero is None:
+                zero = np.zeros(rows.nnz + r, dtype=bool)
+            zero[pos[v == 0]] = True
+            zero[dpos[diag[i0:i1] == 0]] = True
+    out_ptr = indptr + np.arange(r + 1)
+    if zero is not None:
+        out_ptr = np.concatenate([[0], np.cumsum(np.add.reduceat(~zero, out_ptr[:-1])
+                                                 if r and out_ptr[-1] else np.zeros(r, int))])
+        out_ind, out_val = out_ind[~zero], out_val[~zero]
+    return sp.csr_array((out_val, out_ind, out_ptr.astype(idx_dtype)), shape=(r, n))
 
 
 def neighbour_pattern(adj):

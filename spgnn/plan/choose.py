@@ -45,8 +45,11 @@ def _offsets_for(a, pattern, partition, seed):
 
 
 def _configs(p, grid, algorithms):
-    return ([("3d", 1, tuple(grid))] if grid else
-            candidate_configs(p, algorithms) if algorithms else candidate_configs(p))
+    configs = ([("3d", 1, tuple(grid))] if grid else
+               candidate_configs(p, algorithms) if algorithms else candidate_configs(p))
+    # one rank: nothing moves and every candidate does the same local work, so
+    # ranking them would only cost setup time (issue 37): price the first alone
+    return configs[:1] if p == 1 else configs
 
 
 def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms, permute="none",
@@ -127,4 +130,6 @@ def describe(top, unit="epoch"):
         out.append(f"  {k + 1}. {r['algorithm']}{shape}: {r['seconds'] * 1e3:.3f} ms/{unit} "
                    f"predicted (compute {r['compute_seconds'] * 1e3:.3f}, communication "
                    f"{r['comm_seconds'] * 1e3:.3f})")
+    if len(top) == 1 and top[0].get("ranks") == 1:
+        out.append("  (one rank: every configuration does the same work, so none was ranked)")
     return "\n".join(out)

@@ -26,8 +26,9 @@ def normalize_adjacency(adj):
 
 
 def row_normalize(x):
+    """Each row divided by its L1 norm (its sum when non-negative); zero rows stay zero."""
     x = np.asarray(x, dtype=np.float64)
-    s = x.sum(axis=1, keepdims=True)
+    s = np.abs(x).sum(axis=1, keepdims=True)
     return np.where(s != 0, x / np.where(s != 0, s, 1), 0.0)
 
 

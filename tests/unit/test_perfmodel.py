@@ -6,9 +6,11 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings, strategies as st
 
 from spgnn import run_loopback
 from spgnn.errors import CalibrationError, GridError
+from spgnn.plan.events import pair_rows
 from spgnn.gnn import GCN, Adam, DistGraph, Trainer, placement_for
 from spgnn.io import Graph, sbm
 from spgnn.plan.model import (DEFAULT_CALIBRATION, FORMAT, Calibration, candidate_configs,
@@ -199,3 +201,19 @@ def test_gemm_table_interpolates_rates():
     for row in ([1, 2, 3], [1, 2, 0, 1e-3], [1, 2, 3, -1]):
         with pytest.raises(CalibrationError, match="gemm_table"):
             Calibration(CAL.comm, CAL.spmm, CAL.gemm, gemm_table=(row,))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(1, 40), st.floats(0, 1), st.integers(1, 6), st.integers(0, 2**16))
+def test_pair_rows_counts_distinct_columns_per_block(n, density, k, seed):
+    """The stamp-array pair_rows equals counting distinct (row block, column) pairs by sorting."""
+    rng = np.random.default_rng(seed)
+    a = sp.random_array((n, n), density=density, format="csr", rng=rng)
+    offsets = np.sort(np.concatenate([[0, n], rng.integers(0, n + 1, k - 1)]))
+    part = np.searchsorted(offsets, np.arange(n), side="right") - 1
+    coo = sp.coo_array(a)
+    pairs = np.unique(np.stack([part[coo.row], coo.col]), axis=1)
+    want = np.zeros((k, k), dtype=np.int64)
+    np.add.at(want, (pairs[0], part[pairs[1]]), 1)
+    np.fill_diagonal(want, 0)
+    assert (pair_rows(a, offsets) == want).all()
