@@ -1284,7 +1284,7 @@ class Communicator:
         ...     return stats
         >>> stats = run_loopback(2, job)   # one CommStats per rank
         >>> [s.total("bytes_sent", label="spmm-1d-aware:exchange") for s in stats]
-        [800, 736]
+        [800, 864]
         >>> sorted(stats[0].by_label())    # planning (once per matrix), then the row exchange
         ['spmm-1d-aware:exchange', 'spmm-1d-aware:plan']
         """

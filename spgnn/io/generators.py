@@ -189,7 +189,7 @@ def rmat(scale, edge_factor=16, *, a=0.57, b=0.19, c=0.19, seed=0, symmetric=Tru
     >>> from spgnn import rmat
     >>> a = rmat(6, 4, seed=0)     # the same graph on every rank for the same seed
     >>> a.shape, a.nnz, (a != a.T).nnz   # symmetric
-    ((64, 64), 330, 0)
+    ((64, 64), 338, 0)
     """
     _rmat_check(scale, edge_factor, a, b, c)
     n = 1 << int(scale)
