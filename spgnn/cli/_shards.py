@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..errors import GridError, ShardError
 from ..io import shards as shard_io
-from ..layout import block_offsets
+from ..gnn.data import part_blocks
 
 __all__ = ["is_shard_dir", "read_manifest", "block_offsets_of", "read_rows"]
 
@@ -35,18 +35,10 @@ def read_manifest(comm, directory) -> dict:
 def block_offsets_of(man, blocks: int, command: str) -> tuple:
     """``blocks + 1`` row boundaries from the shards' ``K`` parts. Pure; GridError when
     neither of ``K`` and ``blocks`` divides the other."""
-    off = [int(v) for v in man["offsets"]]
-    k = len(off) - 1
-    if k == blocks:
-        return tuple(off)
-    if k % blocks == 0:
-        return tuple(off[::k // blocks])
-    if blocks % k == 0:
-        m = blocks // k
-        out = [0]
-        for i in range(k):
-            out += [off[i] + b for b in block_offsets(off[i + 1] - off[i], m)[1:]]
-        return tuple(out)
+    out = part_blocks(man["offsets"], blocks)
+    if out is not None:
+        return out
+    k = len(man["offsets"]) - 1
     raise GridError(f"{command}: the shards have K={k} parts, but this run cuts the graph into "
                     f"{blocks} row blocks, and neither divides the other; re-partition with "
                     f"'spgnn partition --parts {blocks}' (or run on a rank count that divides or "

@@ -337,6 +337,28 @@ def scatter(ordered, grid, layouts, *, everyone, double, backend):
     return shards
 
 
+def part_blocks(off, blocks):
+    """``blocks + 1`` row boundaries from ``K`` parts' boundaries ``off``, or ``None``. Pure.
+
+    ``K = blocks``: the parts; ``K = m·blocks``: every ``m`` consecutive parts
+    make one block; ``blocks = m·K``: every part is cut into ``m`` even
+    blocks; otherwise ``None`` (the callers name the fix).
+    """
+    off = [int(v) for v in off]
+    k = len(off) - 1
+    if k == blocks:
+        return tuple(off)
+    if k % blocks == 0:
+        return tuple(off[::k // blocks])
+    if blocks % k == 0:
+        m = blocks // k
+        out = [0]
+        for i in range(k):
+            out += [off[i] + b for b in block_offsets(off[i + 1] - off[i], m)[1:]]
+        return tuple(out)
+    return None
+
+
 def shard_offsets(man, placement, grid):
     """The row blocks of ``placement`` on ``grid`` from a shard manifest's ``K`` parts. Pure.
 
@@ -351,16 +373,9 @@ def shard_offsets(man, placement, grid):
     if isinstance(placement, Plexus3D):
         return tuple(off)
     p = placement.nparts(grid)
-    if k == p:
-        return tuple(off)
-    if k % p == 0:
-        return tuple(off[::k // p])
-    if p % k == 0:
-        m = p // k
-        out = [0]
-        for i in range(k):
-            out += [off[i] + b for b in block_offsets(off[i + 1] - off[i], m)[1:]]
-        return tuple(out)
+    blocks = part_blocks(off, p)
+    if blocks is not None:
+        return blocks
     what = "P" if isinstance(placement, Row1D) else "P/c"
     raise GridError(f"DistGraph.from_shards: the shards have K={k} parts, but "
                     f"{placement.algorithm} on {grid.size} ranks cuts the graph into "
