@@ -1,6 +1,7 @@
 """``python -m spgnn COMMAND``: see ``python -m spgnn --help``."""
 
 import argparse
+import re
 import sys
 import time
 
@@ -12,13 +13,31 @@ COMMANDS = {"demo": demo, "info": info, "spmm": spmm, "plan": plan, "calibrate":
             "partition": partition}
 
 
+#: A value that starts with a minus sign and a digit, such as ``-1,5,5`` or
+#: ``-1e-3``: argparse takes only plain negative numbers as values, the rest
+#: as unknown options.  No spgnn option looks like this.
+_NEGATIVE_VALUE = re.compile(r"-\d[\d.,eE+-]*")
+
+
+def join_negative_values(argv):
+    """``--opt -1,5,5`` -> ``--opt=-1,5,5``, so that our validators (not argparse) judge the value."""
+    out = []
+    for token in argv:
+        if (out and out[-1].startswith("--") and "=" not in out[-1]
+                and _NEGATIVE_VALUE.fullmatch(token)):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m spgnn",
                                      description="spgnn: distributed sparse linear algebra for GNNs")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, mod in COMMANDS.items():
         mod.add_parser(sub)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else argv))
     try:
         return COMMANDS[args.command].run(args) or 0
     except KeyboardInterrupt:

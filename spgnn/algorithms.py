@@ -168,14 +168,25 @@ def pagerank(A, alpha=0.85, tol=1e-9, max_iter=200) -> PageRankResult:
     converged, the final L1 residual); dangling vertices spread their rank uniformly.
     Collective.
 
+    A's values weight the edges: a vertex passes its rank on in proportion
+    to its out-edges' weights (networkx's weighted PageRank; unit weights give
+    the unweighted one), and a vertex whose out-weights sum to 0 is dangling.
     ``alpha`` must lie in (0, 1), ``tol`` be finite and > 0, ``max_iter`` >= 1
-    (``ValueError`` naming the parameter, on every rank before any collective).
+    (``ValueError`` naming the parameter, on every rank before any collective);
+    a negative or NaN weight raises :class:`~spgnn.errors.InvalidWeight` on
+    every rank (one allreduce finds the smallest), as the walk would then
+    diverge.
     """
     check_pagerank_options(alpha, tol, max_iter)
     _check("pagerank", A)
     n = A.shape[0]
     comm = A.grid.comm(*A.layout.rows)
-    deg = reduce_rows(apply(A, "one")).local[:, 0]
+    lowest = reduce_scalar(A, "min")
+    if not lowest >= 0:   # NaN fails too; an all-reduced value, so every rank raises together
+        A.grid.world.raise_together(InvalidWeight(
+            f"pagerank: weights must be non-negative (a negative out-weight is no random walk "
+            f"and the ranks diverge), but the smallest is {lowest!r}"))
+    deg = np.asarray(A.backend.to_host(reduce_rows(A).local))[:, 0]
     AT = A.transposed()
     lay = Layout(A.layout.rows, row_splits=A.layout.row_splits)
     r = np.full((A.local_shape[0], 1), 1.0 / max(n, 1))

@@ -54,7 +54,7 @@ def test_refused_outside_1d_aware():
     proc = run_mpi(["-m", "spgnn", "train", *GRAPH, "--no-progress", "--epochs", "1",
                     "--algo", "1d", "--quantize", "int2"], 2, timeout=120)
     assert proc.returncode != 0
-    assert "need a full-graph model with --algo 1d-aware" in proc.stdout
+    assert "--quantize needs a full-graph model with --algo 1d-aware" in proc.stdout
     proc = run_mpi(["-m", "spgnn", "train", *GRAPH, "--no-progress", "--epochs", "1",
                     "--algo", "1d-aware", "--label-prop", "1.5"], 2, timeout=120)
     assert proc.returncode != 0 and "--label-prop must lie in [0, 1)" in proc.stdout

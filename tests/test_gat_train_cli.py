@@ -31,7 +31,7 @@ def test_gat_trains_alike_on_1_and_4_ranks():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--model", "gcn", "--heads", "2"], "--heads only apply to --model gat"),
+    (["--model", "gcn", "--heads", "2"], "--heads applies only to --model gat"),
     (["--algo", "3d"], "1d or 1d-aware"),
     (["--grid", "1x1x2"], "1d or 1d-aware (or auto), not --grid"),
 ])

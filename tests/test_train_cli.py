@@ -170,7 +170,7 @@ def test_sage_last_epoch_selection():
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--model", "gcn", "--eval-every", "2"], "--eval-every only apply to --model sage"),
+    (["--model", "gcn", "--eval-every", "2"], "--eval-every applies only to --model sage"),
     (["--model", "sage", "--eval-every", "0"], "--model-selection best-val needs --eval-every"),
     (["--model", "sage", "--input-dropout", "1.0"], "input_dropout"),
 ])

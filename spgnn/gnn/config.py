@@ -294,6 +294,8 @@ class TrainConfig:
             if given and not applies(self):
                 raise ValueError("train: " + message.format(
                     flags=", ".join(_flag(n) for n in given),
+                    apply="applies" if len(given) == 1 else "apply",
+                    need="needs" if len(given) == 1 else "need",
                     values=", ".join(self.flag_values(n) for n in given),
                     minibatch=" or --model ".join(n for n, s in MODELS.items()
                                                   if s.training == "minibatch")))
@@ -302,7 +304,8 @@ class TrainConfig:
         if others:
             owners = sorted(n for n, s in MODELS.items()
                             if {o.name for o in s.options} & set(others))
-            raise ValueError(f"train: {', '.join(_flag(k) for k in others)} only apply to "
+            verb = "applies" if len(others) == 1 else "apply"
+            raise ValueError(f"train: {', '.join(_flag(k) for k in others)} {verb} only to "
                              f"{' or '.join('--model ' + n for n in owners)}")
 
     def _set(self, **values):
@@ -678,13 +681,14 @@ _HEC_FIELDS = ("hec_capacity", "hec_life", "hec_push_cap", "hec_delay", "miss_po
 
 #: Which options apply where: ``(options, applies(config), message)``.  An
 #: option given (not at its field default) where it does not apply is refused
-#: with the message (``{flags}``: the given flags, ``{values}``: with values).
+#: with the message (``{flags}``: the given flags, ``{values}``: with values,
+#: ``{apply}``, ``{need}``: the verbs agreeing with them).
 APPLIES = (
     (_MINIBATCH_FIELDS + ("bulk", "hec", "hec_reset") + _HEC_FIELDS,
-     lambda c: c.minibatch, "{flags} only apply to --model {minibatch}"),
+     lambda c: c.minibatch, "{flags} {apply} only to --model {minibatch}"),
     (("aggregation", "quantize", "rounding", "label_prop"),
      lambda c: not c.minibatch and c.algo in ("1d-aware", "auto"),
-     "{flags} need a full-graph model with --algo 1d-aware"),
+     "{flags} {need} a full-graph model with --algo 1d-aware"),
     (("permute", "agg_blocks"), lambda c: c.minibatch or c.algo in ("3d", "auto"),
      "--permute and --agg-blocks apply to --algo 3d (or auto, which then chooses among 3d "
      "grids) only"),
@@ -695,7 +699,7 @@ APPLIES = (
     (("bulk",), lambda c: c.hec is None,
      "{values} does not apply to --hec (it samples one local minibatch per rank per step); "
      "leave --bulk out"),
-    (_HEC_FIELDS, lambda c: c.hec == "on", "{flags} only apply to --hec on"),
+    (_HEC_FIELDS, lambda c: c.hec == "on", "{flags} {apply} only to --hec on"),
     (("hec_reset",), lambda c: c.hec is not None, "--hec-reset applies to --hec on|off"),
 )
 

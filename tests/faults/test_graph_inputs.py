@@ -1,6 +1,7 @@
 """Issue 38: the graph command's algorithms and its inputs say what they did, or refuse.
 
-* PageRank refuses an ``alpha`` outside (0, 1) and a ``tol`` that is not a finite
+* PageRank follows the edge weights (networkx's weighted walk) and refuses a negative one;
+  it refuses an ``alpha`` outside (0, 1) and a ``tol`` that is not a finite
   number > 0 (a NaN tolerance ran to ``max_iter`` and printed a normal result,
   ``alpha=1.5`` printed ranks of 1e17), and reports ``converged`` and the final
   ``residual``;
@@ -71,6 +72,22 @@ def test_pagerank_reports_convergence_and_residual():
     assert done.converged and done.residual < 1e-10 and done.iterations < 200
     assert not cut.converged and cut.iterations == 2 and cut.residual > 1e-10
     assert abs(float(np.sum(rank)) - 1.0) < 1e-9
+
+
+def test_pagerank_follows_the_weights_and_refuses_negative_ones():
+    """It divided the weighted sum by the unweighted out-degree (weights -1 diverged to ranks of
+    1e70 with rc 0); now the weighted walk of networkx, and a negative weight is refused."""
+    import networkx as nx
+
+    a = sp.random(40, 40, density=0.15, random_state=3, format="csr", dtype=np.float64)
+    a.data = np.round(a.data * 4) + 1                  # weights 1..5
+    res = _on_one_rank(a, lambda A: (lambda r: r.rank.to_global())(G.pagerank(A, tol=1e-13)))
+    ref = nx.pagerank(nx.from_scipy_sparse_array(a, create_using=nx.DiGraph), tol=1e-14,
+                      max_iter=1000)
+    np.testing.assert_allclose(np.ravel(res), [ref[v] for v in range(40)], rtol=1e-7)
+    a.data[5] = -1.0
+    with pytest.raises(InvalidWeight, match=r"pagerank: weights must be non-negative.*-1"):
+        _on_one_rank(a, lambda A: G.pagerank(A))
 
 
 def test_graph_command_reports_convergence(tmp_path):

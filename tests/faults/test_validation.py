@@ -36,13 +36,16 @@ CASES = {
     "train-no-training-vertices": (["train", "--graph", "{d}/notrain.npz"],
                                    "has no training vertices"),
     "train-gcn-sage-option": (["train", "--graph", "sbm:300:3:0", "--eval-every", "2"],
-                              "--eval-every only apply to --model sage"),
+                              "--eval-every applies only to --model sage"),
     # issue 38: --hec on with a full-graph model trained a plain GCN, rc 0
     "train-hec-gcn": (["train", "--graph", "sbm:300:3:0", "--model", "gcn", "--partition",
-                       "random", "--hec", "on"], "--hec only apply to --model sage"),
+                       "random", "--hec", "on"], "--hec applies only to --model sage"),
     # issue 38: a NaN tolerance ran to max_iter and printed a normal result
     "graph-pagerank-tol-nan": (["graph", "pagerank", "--graph", "rmat:6", "--tol", "nan"],
                                "pagerank: tol (the L1 tolerance) must be a finite number > 0"),
+    # issue 38: argparse took -1,5,5 for an unknown option
+    "train-fanout-negative": (["train", "--graph", "sbm:300:3:0", "--model", "sage", "--fanout",
+                               "-1,5,5"], "--fanout needs positive ints, but got '-1,5,5'"),
     # issue 38: a KeyError traceback
     "datasets-unknown-name": (["datasets", "info", "coraa"],
                               "unknown dataset 'coraa' (did you mean 'cora'?)"),
