@@ -17,8 +17,10 @@ A text edge list (``.txt .edges .el .tsv .csv``, optionally ``.gz``) is
 streamed instead, in bounded memory, never held whole
 (:func:`spgnn.partition.stream_shards.edge_list_to_shards`; with ``--method
 ldg``, ``none`` or ``random`` the graph is never in memory); ``--in-memory``
-(or ``--relabel``) loads it whole as the other formats are.  The shards are
-the same either way.
+(or ``--relabel``) loads it whole as the other formats are.  A generator spec
+(``rmat:`` / ``sbm:`` / ``plsbm:``) is streamed the same way, its edges drawn
+chunk by chunk (:func:`spgnn.partition.stream_shards.generator_to_shards`).
+The shards are the same either way.
 """
 
 import time
@@ -116,25 +118,38 @@ def run(args):
 
 
 def _streams(args) -> bool:
-    """Whether ``--graph`` is a text edge list to stream (not ``--in-memory`` / ``--relabel``)."""
+    """Whether ``--graph`` is a text edge list or a generator spec to stream (not
+    ``--in-memory`` / ``--relabel``)."""
     from ..io.edgelist_stream import is_edge_list_path
+    from ..io.generators import parse_spec
 
-    return not (args.in_memory or args.relabel) and is_edge_list_path(args.graph)
+    if args.in_memory or args.relabel:
+        return False
+    return is_edge_list_path(args.graph) or parse_spec(args.graph) is not None
 
 
 def _run_streaming(args, comm, split, t0):
-    from ..partition.stream_shards import edge_list_to_shards
+    from ..io.generators import parse_spec
+    from ..partition.stream_shards import edge_list_to_shards, generator_to_shards
 
     if args.chunk_mb <= 0:
         raise ValueError(f"partition: --chunk-mb must be positive, but got {args.chunk_mb}")
     ldg = {} if args.ldg_passes is None else {"passes": args.ldg_passes}
     kept, stages = [], {}
-    man = edge_list_to_shards(
-        args.graph, args.out, args.parts, args.method, args.seed, features=args.features,
-        labels=args.labels, split=split or (0.6, 0.2), split_seed=args.split_seed,
-        num_nodes=args.num_nodes, name=args.name, source=args.graph,
-        chunk_bytes=int(args.chunk_mb * (1 << 20)), ldg_options=ldg, stages=stages,
-        progress=lambda k, was_kept: kept.append(was_kept))
+    common = dict(features=args.features, labels=args.labels, split_seed=args.split_seed,
+                  name=args.name, ldg_options=ldg, stages=stages,
+                  progress=lambda k, was_kept: kept.append(was_kept))
+    if parse_spec(args.graph) is not None:
+        if args.num_nodes is not None:
+            raise ValueError("partition: --num-nodes applies to a bare edge list, not to a "
+                             "generator spec")
+        man = generator_to_shards(args.graph, args.out, args.parts, args.method, args.seed,
+                                  split=split, **common)
+    else:
+        man = edge_list_to_shards(args.graph, args.out, args.parts, args.method, args.seed,
+                                  split=split or (0.6, 0.2), num_nodes=args.num_nodes,
+                                  source=args.graph, chunk_bytes=int(args.chunk_mb * (1 << 20)),
+                                  **common)
     result = {"out": str(args.out), "graph": man["name"], "n": man["n"], "nnz": man["nnz"],
               "parts": man["parts"], "method": args.method, "seed": args.seed,
               "streamed": True,

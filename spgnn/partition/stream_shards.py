@@ -49,7 +49,7 @@ from ..errors import ShardError
 from ..io import shards as shard_io
 from ..io._text import _stem
 from ..io.edgelist_stream import DEFAULT_CHUNK_BYTES, iter_edge_chunks, scan_edge_list
-from ..io.graph import Graph
+from ..io.graph import Graph, vertex_split
 from ..io.preprocess import SPARSE_DENSITY
 from ..io.synthetic import (FEATURE_SPECS, _random_spec, check_feature_spec, check_label_spec,
                             synthetic_labels)
@@ -58,7 +58,7 @@ from ._common import perm_offsets
 from .registry import PARTITIONERS, partition_graph
 from .simple import random_parts
 
-__all__ = ["edge_list_to_shards", "STREAMING_METHODS"]
+__all__ = ["edge_list_to_shards", "generator_to_shards", "STREAMING_METHODS"]
 
 #: At most this many range buckets (pass 2); each holds about ``chunk_entries`` entries.
 RANGE_BUCKETS_MAX = 4096
@@ -110,10 +110,11 @@ def _range_bounds(raw_degree, nbuckets):
     return np.unique(np.concatenate([[0], inner, [n]])).astype(np.int64)
 
 
-def _bucket_by_range(path, work, bounds, itype, chunk_bytes, comment, chunk_entries):
+def _bucket_by_range(edges, work, bounds, itype, chunk_entries):
     """Pass 2: each edge, both directions, appended to the bucket of its source's range.
 
-    Pairs are gathered over text chunks until about ``chunk_entries``, then
+    ``edges`` yields ``(u, v)`` id arrays (a text chunk's pairs, a generator's
+    chunk).  Pairs are gathered over chunks until about ``chunk_entries``, then
     sorted by bucket and appended with one write per bucket (so a graph of
     many buckets costs one file open per bucket and flush, not per chunk).
     """
@@ -137,12 +138,12 @@ def _bucket_by_range(path, work, bounds, itype, chunk_bytes, comment, chunk_entr
             if cuts[b + 1] > cuts[b]:
                 _append(work.range_bucket(b), both[cuts[b]:cuts[b + 1]])
 
-    for pairs, _ in iter_edge_chunks(path, chunk_bytes=chunk_bytes, comment=comment):
-        keep = pairs[:, 0] != pairs[:, 1]
-        u, v = pairs[keep, 0].astype(itype), pairs[keep, 1].astype(itype)
+    for src, dst in edges:
+        keep = src != dst
+        u, v = src[keep].astype(itype), dst[keep].astype(itype)
         held.append((np.concatenate([u, v]), np.concatenate([v, u])))
         count += 2 * u.size
-        del pairs, u, v, keep
+        del src, dst, u, v, keep
         if count >= chunk_entries:
             flush()
             count = 0
@@ -404,6 +405,127 @@ def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks, 
     return out
 
 
+class _SpecFeatures(_Features):
+    """A generator spec's own features (``sbm:`` / ``plsbm:``), row range by row range."""
+
+    def __init__(self, generator):
+        self.spec, self.n = generator.text, generator.n
+        self.generator, self.dense, self.dim, self.nonzero = generator, True, \
+            generator.num_features, 0
+
+    def rows(self, lo, hi):
+        x = self.generator.features(lo, hi)
+        self.nonzero += int(np.count_nonzero(x))
+        return x
+
+
+def _stratified_masks(n, labels, split, split_seed):
+    g = Graph(adj=sp.csr_array((n, n), dtype=np.float32), labels=labels)
+    g = g.random_split(*split, seed=split_seed)
+    return g.train_mask, g.val_mask, g.test_mask
+
+
+class _EdgeListSource:
+    """A text edge list: scanned once (``n``, lines, CRC-32, raw degrees), then read in chunks;
+    synthetic features and labels, a stratified random split."""
+
+    def __init__(self, path, *, num_nodes, chunk_bytes, comment, features, labels, split,
+                 split_seed):
+        if features is None or labels is None:
+            raise ValueError(f"partition: the edge list {path} has no features or labels; give "
+                             f"--features and --labels specs (e.g. --features random:32 "
+                             f"--labels random:4)")
+        check_feature_spec(features, "--features")
+        check_label_spec(labels, "--labels")
+        self.path, self.text, self.name = path, path, _stem(path)
+        self.chunk_bytes, self.comment = chunk_bytes, comment
+        self.feature_spec, self.label_spec = features, labels
+        self.split, self.split_seed = split, split_seed
+        scan = scan_edge_list(path, num_nodes=num_nodes, chunk_bytes=chunk_bytes,
+                              comment=comment)
+        self.n, self.lines, self.raw_degree = scan.n, scan.lines, scan.raw_degree
+        self.identity = {"lines": scan.lines, "crc32": scan.crc32}
+
+    def bounds(self, nbuckets):
+        bounds = _range_bounds(self.raw_degree, nbuckets)
+        self.raw_degree = None
+        return bounds
+
+    def edges(self):
+        for pairs, _ in iter_edge_chunks(self.path, chunk_bytes=self.chunk_bytes,
+                                         comment=self.comment):
+            yield pairs[:, 0], pairs[:, 1]
+
+    def labels(self):
+        return synthetic_labels(self.n, self.label_spec)
+
+    def masks(self, labels):
+        return _stratified_masks(self.n, labels, self.split, self.split_seed)
+
+    def features(self, counts):
+        return _Features(self.feature_spec, self.n, counts)
+
+
+class _GeneratorSource:
+    """A generator spec drawn chunk by chunk (:class:`spgnn.io.generators.GeneratorSpec`): the
+    graph ``load_graph(spec)`` builds, never held.  Its own features, labels and per-vertex
+    split (sbm kinds) unless ``--features`` / ``--labels`` / ``--split`` replace them."""
+
+    def __init__(self, spec, *, features, labels, split, split_seed):
+        from ..io.generators import parse_spec
+
+        self.generator = g = parse_spec(spec)
+        if g is None:
+            raise ValueError(f"partition: {spec!r} is not a generator spec")
+        if not g.has_data and (features is None or labels is None):
+            raise ValueError(f"partition: {spec} has no features or labels; give --features and "
+                             f"--labels specs (e.g. --features random:32 --labels random:4)")
+        if features is not None:
+            check_feature_spec(features, "--features")
+        if labels is not None:
+            check_label_spec(labels, "--labels")
+        self.text = self.name = spec
+        self.n, self.lines = g.n, g.m
+        self.feature_spec, self.label_spec = features, labels
+        self.split, self.split_seed = split, split_seed
+        self.identity = {"generator": spec, "lines": g.m}
+
+    def bounds(self, nbuckets):
+        # even vertex ranges: a generator's degrees do not depend on the id (R-MAT's ids are
+        # scrambled, the SBMs draw weights per vertex), so the ranges hold about equal entries
+        return np.unique(np.asarray(block_offsets(self.n, nbuckets), dtype=np.int64))
+
+    def edges(self):
+        for i in range(self.generator.chunks):
+            yield self.generator.chunk(i)
+
+    def labels(self):
+        if self.label_spec is None:
+            return self.generator.labels(0, self.n)
+        return synthetic_labels(self.n, self.label_spec)
+
+    def masks(self, labels):
+        if self.split is None and self.generator.has_data:
+            # load_graph's rule for a generated graph (the per-vertex split, seeded by the
+            # spec), kept by the in-memory path when --labels replaces the labels
+            return vertex_split(None, 0, self.n, seed=self.generator.seed)
+        return _stratified_masks(self.n, labels, self.split or (0.6, 0.2), self.split_seed)
+
+    def features(self, counts):
+        if self.feature_spec is None:
+            return _SpecFeatures(self.generator)
+        return _Features(self.feature_spec, self.n, counts)
+
+
+def _check_args(method, parts):
+    if method not in PARTITIONERS:
+        raise ValueError(f"partition: unknown method {method!r}; expected one of "
+                         f"{tuple(PARTITIONERS)}")
+    if isinstance(parts, (bool, np.bool_)) or int(parts) != parts or int(parts) < 1:
+        raise ValueError(f"partition: parts must be an integer >= 1, but got {parts!r}")
+    return int(parts)
+
+
 def edge_list_to_shards(path, directory, parts, method="ldg", seed=0, *, features, labels,
                         split=(0.6, 0.2), split_seed=0, num_nodes=None, name=None,
                         source=None, chunk_bytes=DEFAULT_CHUNK_BYTES, chunk_entries=1 << 20,
@@ -434,18 +556,45 @@ def edge_list_to_shards(path, directory, parts, method="ldg", seed=0, *, feature
     file, ValueError for bad arguments, ShardError for a ``directory`` holding
     something else.
     """
-    if method not in PARTITIONERS:
-        raise ValueError(f"partition: unknown method {method!r}; expected one of "
-                         f"{tuple(PARTITIONERS)}")
-    if features is None or labels is None:
-        raise ValueError(f"partition: the edge list {path} has no features or labels; give "
-                         f"--features and --labels specs (e.g. --features random:32 --labels "
-                         f"random:4)")
-    check_feature_spec(features, "--features")
-    check_label_spec(labels, "--labels")
-    if isinstance(parts, (bool, np.bool_)) or int(parts) != parts or int(parts) < 1:
-        raise ValueError(f"partition: parts must be an integer >= 1, but got {parts!r}")
-    parts = int(parts)
+    parts = _check_args(method, parts)
+    clock = time.perf_counter()
+    src = _EdgeListSource(path, num_nodes=num_nodes, chunk_bytes=chunk_bytes, comment=comment,
+                          features=features, labels=labels, split=split, split_seed=split_seed)
+    if stages is not None:
+        stages["scan"] = round(time.perf_counter() - clock, 3)
+    return _stream_to_shards(src, directory, parts, method, seed, name=name, source_text=source,
+                             chunk_entries=chunk_entries, ldg_options=ldg_options,
+                             progress=progress, stages=stages)
+
+
+def generator_to_shards(spec, directory, parts, method="random", seed=0, *, features=None,
+                        labels=None, split=None, split_seed=0, name=None, chunk_entries=1 << 20,
+                        ldg_options=None, progress=None, stages=None) -> dict:
+    """Partition the generated graph of ``spec`` (``rmat:`` / ``sbm:`` / ``plsbm:``) into
+    ``parts`` shards without ever holding it. Local.
+
+    The edges are drawn chunk by chunk (the chunks ``train --graph SPEC``'s
+    ranks draw, :mod:`spgnn.io.generators`) and take the streaming passes of
+    :func:`edge_list_to_shards`; the shards equal those of the in-memory path
+    (``spgnn partition --in-memory``: ``load_graph(spec)``, then
+    :func:`spgnn.partition.to_shards.partition_to_shards`) array for array.
+    An SBM spec brings its features, labels and per-vertex split; ``features`` /
+    ``labels`` specs replace them (``rmat:`` needs both), ``split`` (train,
+    val) draws a stratified random split instead.  Other parameters as
+    :func:`edge_list_to_shards`; ``method`` ``metis`` / ``balanced`` hold
+    ``A'`` whole.
+    """
+    parts = _check_args(method, parts)
+    src = _GeneratorSource(spec, features=features, labels=labels, split=split,
+                           split_seed=split_seed)
+    return _stream_to_shards(src, directory, parts, method, seed, name=name, source_text=None,
+                             chunk_entries=chunk_entries, ldg_options=ldg_options,
+                             progress=progress, stages=stages)
+
+
+def _stream_to_shards(source, directory, parts, method, seed, *, name, source_text,
+                      chunk_entries, ldg_options, progress, stages):
+    """The passes after the scan (module docstring) for an edge source. Local."""
     stages = {} if stages is None else stages
     clock = [time.perf_counter()]
 
@@ -454,16 +603,16 @@ def edge_list_to_shards(path, directory, parts, method="ldg", seed=0, *, feature
         stages[stage] = round(stages.get(stage, 0.0) + now - clock[0], 3)
         clock[0] = now
 
-    scan = scan_edge_list(path, num_nodes=num_nodes, chunk_bytes=chunk_bytes, comment=comment)
-    n = scan.n
-    lap("scan")
+    n = source.n
     if parts > max(n, 1):
         raise ValueError(f"write_shards: {parts} parts of a graph of {n} vertices; parts must be "
                          f"at most the vertex count")
+    split = source.split
     fp = {"format": shard_io.FORMAT, "version": shard_io.VERSION, "stream": True, "n": n,
-          "lines": scan.lines, "crc32": scan.crc32, "parts": parts, "method": str(method),
-          "seed": int(seed), "features": features, "labels": labels,
-          "split": [float(s) for s in split], "split_seed": int(split_seed),
+          **source.identity, "parts": parts, "method": str(method),
+          "seed": int(seed), "features": source.feature_spec, "labels": source.label_spec,
+          "split": None if split is None else [float(s) for s in split],
+          "split_seed": int(source.split_seed),
           "ldg": dict(ldg_options or {}) if method == "ldg" else None}
     directory = Path(directory)
     state = shard_io.begin_write(directory, fp)
@@ -471,25 +620,21 @@ def edge_list_to_shards(path, directory, parts, method="ldg", seed=0, *, feature
         return state
     work = _Work(directory)
     itype = np.int32 if n < 2**31 else np.int64
-    label_arr = synthetic_labels(n, labels)
-    g = Graph(adj=sp.csr_array((n, n), dtype=np.float32), labels=label_arr)
-    g = g.random_split(*split, seed=split_seed)
-    masks = (g.train_mask, g.val_mask, g.test_mask)
-    del g
+    label_arr = source.labels()
+    masks = source.masks(label_arr)
     resumed = (state is not None and state.get("stage") == "buckets"
                and (directory / shard_io.ORDER).exists() and work.counts.exists())
     if resumed:
         perm = np.load(directory / shard_io.ORDER)
         offsets = [int(v) for v in state["offsets"]]
         counts = np.load(work.counts)
-        feats = _Features(features, n, counts)
+        feats = source.features(counts)
         feats.nonzero = int(state.get("feature_nonzero", 0))
     else:
         work.reset()
-        nb = int(min(RANGE_BUCKETS_MAX, max(1, -(-2 * scan.lines // chunk_entries))))
-        bounds = _range_bounds(scan.raw_degree, nb)
-        del scan
-        _bucket_by_range(path, work, bounds, itype, chunk_bytes, comment, chunk_entries)
+        nb = int(min(RANGE_BUCKETS_MAX, max(1, -(-2 * source.lines // chunk_entries))))
+        bounds = source.bounds(nb)
+        _bucket_by_range(source.edges(), work, bounds, itype, chunk_entries)
         lap("range")
         counts = _dedup_ranges(work, bounds, n, itype)
         lap("dedup")
@@ -506,7 +651,7 @@ def edge_list_to_shards(path, directory, parts, method="ldg", seed=0, *, feature
             parts_of[perm[offsets[k]:offsets[k + 1]]] = k
         inv = np.empty(n, dtype=itype)
         inv[perm] = np.arange(n, dtype=itype)
-        feats = _Features(features, n, counts)
+        feats = source.features(counts)
         _bucket_by_part(work, counts, parts_of, inv, parts, itype, chunk_entries, feats)
         del parts_of, inv
         work.indices.unlink()
@@ -534,11 +679,12 @@ def edge_list_to_shards(path, directory, parts, method="ldg", seed=0, *, feature
             progress(k, kept)
     lap("write")
     man = shard_io.manifest(
-        name=name or _stem(path), source=path if source is None else source, n=n,
+        name=name or source.name, source=source.text if source_text is None else source_text,
+        n=n,
         num_features=feats.dim, num_classes=int(max(label_arr.max(initial=-1), -1)) + 1,
         nnz=int(counts.sum()), parts=parts, offsets=offsets, method=method, seed=seed,
         feature_form=feats.form, features_stored="dense" if feats.dense else "csr",
-        min_edge_weight=1.0 if fp["lines"] else 0.0,
+        min_edge_weight=1.0 if source.lines else 0.0,
         counts={k: int(m.sum()) for k, m in zip(("train", "val", "test"), masks)},
         fingerprint=fp, files=entries)
     shard_io.finish_write(directory, man)

@@ -18,7 +18,7 @@ from spgnn.io.edgelist_stream import iter_edge_chunks
 from spgnn.io.synthetic import with_synthetic
 from spgnn.partition import ldg_partition, random_partition
 from spgnn.partition.ldg import ldg_capacity
-from spgnn.partition.stream_shards import edge_list_to_shards
+from spgnn.partition.stream_shards import edge_list_to_shards, generator_to_shards
 from spgnn.partition.to_shards import partition_to_shards
 
 try:
@@ -73,6 +73,36 @@ def test_streaming_equals_the_in_memory_path(tmp_path, edge_file, method, featur
             assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
             assert a[name].tobytes() == b[name].tobytes(), name
     assert not (tmp_path / "str" / shard_io.WORK).exists()
+
+
+def _same_shards(mem_dir, mem, str_dir, man, parts):
+    assert {k: v for k, v in mem.items() if k != "fingerprint"} == \
+        {k: v for k, v in man.items() if k != "fingerprint"}
+    for k in range(parts):
+        a, b = _arrays(mem_dir, k), _arrays(str_dir, k)
+        assert sorted(a) == sorted(b)
+        for name in a:
+            assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
+            assert a[name].tobytes() == b[name].tobytes(), name
+    assert not (str_dir / shard_io.WORK).exists()
+
+
+@pytest.mark.parametrize("spec,method,features,labels,split", [
+    ("plsbm:700:5:8:6:3", "ldg", None, None, None),          # its own data and split
+    ("sbm:500:3:2", "random", "degree", None, (0.5, 0.25)),  # replaced features, stratified
+    ("rmat:8:4:1", "none", "random:3", "random:4", None),    # no data of its own
+])
+def test_a_generator_streams_to_the_in_memory_shards(tmp_path, spec, method, features, labels,
+                                                     split):
+    """Issue 37: ``spgnn partition --graph plsbm:...`` held the whole graph (the products-scale
+    spec died at 23 GB); drawn chunk by chunk it never does, with the same shards."""
+    g = with_synthetic(load_graph(spec), features, labels)
+    if split is not None or g.train_mask is None:
+        g = g.random_split(*(split or (0.6, 0.2)))
+    mem = partition_to_shards(g, tmp_path / "mem", 3, method, 0, source=spec)
+    man = generator_to_shards(spec, tmp_path / "str", 3, method, 0, features=features,
+                              labels=labels, split=split, chunk_entries=256)
+    _same_shards(tmp_path / "mem", mem, tmp_path / "str", man, 3)
 
 
 def test_chunks_of_gzip_crlf_header_comments(tmp_path, edge_file):
