@@ -62,7 +62,8 @@ import scipy.sparse as sp
 
 import spgnn
 from spgnn.bench import machine
-from spgnn.io import Graph
+from spgnn.io import Graph, is_shard_dir, read_manifest
+from spgnn.io.shards import read_rows
 from spgnn.io.synthetic import with_synthetic
 
 from spgnn.io import load_graph
@@ -128,6 +129,8 @@ def load_case(name: str, rmat_spec: str = "17:8", *, features=None, labels=None)
         A dataset that is neither in the shared data folder nor in the cache,
         and cannot be downloaded (``DownloadError``), or a missing file.
     """
+    if is_shard_dir(name):
+        return _shard_case(name)
     if name == "rmat":
         scale, ef = (int(v) for v in rmat_spec.split(":"))
         adj = spgnn.rmat(scale, ef, seed=0)
@@ -141,6 +144,19 @@ def load_case(name: str, rmat_spec: str = "17:8", *, features=None, labels=None)
     g = with_synthetic(g, features or (f"random:{RMAT_FEATURES}" if g.features is None else None),
                        labels or (f"random:{RMAT_CLASSES}" if g.labels is None else None))
     return _case(g, name)
+
+
+def _shard_case(directory: str) -> Case:
+    """A shard directory (``spgnn partition``) read whole, in its parts' vertex order: ``A'``
+    is stored symmetric, unweighted and without self-loops, so it is used as it is."""
+    man = read_manifest(directory)
+    rows = read_rows(directory, man, 0, man["n"])
+    a = rows.adj
+    adj = sp.csr_array((np.ones(a.nnz, np.float32), a.indices, a.indptr), shape=a.shape)
+    del a, rows.adj
+    x = rows.x.toarray() if sp.issparse(rows.x) else rows.x
+    return Case(man["name"], adj, np.ascontiguousarray(x, dtype=np.float32),
+                np.asarray(rows.label, dtype=np.int64), np.asarray(rows.train, dtype=bool))
 
 
 def gcn_normalize(adj: sp.csr_array) -> sp.csr_array:
