@@ -1,8 +1,12 @@
-"""A text edge list to shards in bounded memory: ``spgnn partition``'s streaming path.
+"""A text edge list or a generator spec to shards in bounded memory: ``spgnn partition``'s
+streaming path.
 
 :func:`edge_list_to_shards` never holds the text, nor the edge set: every
 pass reads a file sequentially in chunks and writes what it learns to
-scratch files in ``DIR/.work`` (removed at the end):
+scratch files in ``DIR/.work`` (removed at the end).
+:func:`generator_to_shards` takes the same passes with the edges of a
+generator spec drawn chunk by chunk instead of read (no scan: the spec
+knows its vertex and edge counts):
 
 1. **scan** (:func:`spgnn.io.edgelist_stream.scan_edge_list`): ``n``, the line
    count, a CRC-32 of the pairs (the resume fingerprint), raw degrees;
