@@ -95,11 +95,22 @@ class RowCounts(_CountsView):
         return self._table["pairs_t" if transposed else "pairs"][off]
 
 
-def needed_counts(n, ranks, dims, configs, agg_blocks=1):
-    """The :class:`_Needs` of ranking ``configs`` on an n×n matrix (partition none). Pure."""
+def _offsets_for(counts, row_blocks):
+    if row_blocks is None:
+        return None
+    return lambda blocks: (counts, None if blocks == 1 else tuple(row_blocks(blocks)))
+
+
+def needed_counts(n, ranks, dims, configs, agg_blocks=1, row_blocks=None):
+    """The :class:`_Needs` of ranking ``configs`` on an n×n matrix. Pure.
+
+    ``row_blocks(blocks)``: the row partition into that many blocks
+    (default: even blocks, ``partition="none"``).
+    """
     needs = _Needs()
-    rank_configs(_Recorder(n, needs), ranks, dims, DEFAULT_CALIBRATION, configs=configs,
-                 agg_blocks=agg_blocks)
+    rec = _Recorder(n, needs)
+    rank_configs(rec, ranks, dims, DEFAULT_CALIBRATION, configs=configs,
+                 offsets_for=_offsets_for(rec, row_blocks), agg_blocks=agg_blocks)
     return needs
 
 
@@ -274,7 +285,7 @@ def _check_rows(comm, rows, lo, n):
 
 
 def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permute="none",
-                     agg_blocks=1, memory_limit=None):
+                     agg_blocks=1, memory_limit=None, row_blocks=None):
     """:func:`spgnn.plan.choose.choose` from the ranks' rows of Â (partition none). Collective.
 
     ``rows``: this rank's scipy CSR rows ``lo .. lo + rows.shape[0]`` of the
@@ -284,7 +295,12 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
     as in :func:`~spgnn.plan.choose.choose`; ``permute="double"`` is refused
     (its permutations are drawn from the whole Â).  ``memory_limit``
     (bytes per rank): keep the configurations
-    :func:`spgnn.plan.memory.within_limit` says fit.
+    :func:`spgnn.plan.memory.within_limit` says fit.  ``row_blocks``:
+    the 1D/1.5D row partitions, ``row_blocks(blocks)`` -> ``blocks + 1``
+    boundaries, or None where that many blocks cannot be placed (those
+    candidates are skipped; a shard directory's parts,
+    :func:`spgnn.gnn.data.part_blocks`); default: even blocks
+    (``partition="none"``).  3d is priced on even blocks of the rows' order.
 
     Returns ``(algorithm, replication, grid or None, top3)`` on every rank:
     on the same graph exactly :func:`~spgnn.plan.choose.choose`'s, the same
@@ -305,14 +321,21 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
     comm.agree(err)
     g = parse_grid(grid, p, ndim=3, what="choose_from_rows: grid") if grid else None
     configs = _configs(p, g, tuple(algorithms))
+    if row_blocks is not None:
+        configs = [cf for cf in configs if cf[0] == "3d" or row_blocks(p // cf[1]) is not None]
+        if not configs:
+            comm.agree(ValueError(f"choose_from_rows: no candidate configuration can place the "
+                                  f"row blocks on {p} ranks"))
     dims = [int(v) for v in dims]
     if p == 1:
         counts = sp.csr_array(rows)
     else:
-        counts = gather_counts(comm, rows, lo, n, needed_counts(n, p, dims, configs, agg_blocks))
+        counts = gather_counts(comm, rows, lo, n, needed_counts(n, p, dims, configs, agg_blocks,
+                                                                row_blocks))
 
     def compute():
         ranked = rank_configs(counts, p, dims, load_calibration(), configs=configs,
+                              offsets_for=_offsets_for(counts, row_blocks),
                               agg_blocks=agg_blocks)
         if memory_limit is not None:
             ranked = _within_limit(ranked, memory_limit)
