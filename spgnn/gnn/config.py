@@ -625,11 +625,9 @@ class TrainConfig:
         are reused by the placement when they are the rows it needs. Collective."""
         import contextlib
 
-        import scipy.sparse as sp
-
         from ..io import shards as shard_io
         from ..layout import block_offsets
-        from ..plan.from_rows import choose_from_rows
+        from ..plan.from_rows import choose_from_rows, pattern_rows
         from .data import part_blocks
 
         stage = clock.stage if clock is not None else (lambda name: contextlib.nullcontext())
@@ -674,12 +672,8 @@ class TrainConfig:
                                          op="max", label="gnn-setup:meta")[0]) + 1
         dims = [f] + [self.hidden] * (self.layers - 1) + [classes]
         with stage("auto"):
-            lo, m = off[r], off[r + 1] - off[r]
-            # Â's pattern: the rows of A' (symmetric, no self-loops) and the identity
-            eye = sp.csr_array((np.ones(m), (np.arange(m), np.arange(lo, lo + m))),
-                               shape=(m, n))
-            pattern = sp.csr_array((block.adj != 0) + eye != 0, dtype=np.float32)
-            del eye
+            lo = off[r]
+            pattern = pattern_rows(block.adj, lo)      # Â's: A' (symmetric) and the diagonal
             algo, c, grid, top = choose_from_rows(
                 comm, pattern, lo, n, dims, grid=self.grid, algorithms=self._auto_algorithms(),
                 permute=self.permute, agg_blocks=self.agg_blocks, row_blocks=row_blocks)

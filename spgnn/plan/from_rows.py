@@ -24,7 +24,8 @@ from .choose import _agree, _configs
 from .events import BlockCounts
 from .model import DEFAULT_CALIBRATION, load_calibration, rank_configs
 
-__all__ = ["RowCounts", "gather_counts", "choose_from_rows"]
+__all__ = ["RowCounts", "gather_counts", "choose_from_rows", "needed_counts", "recorder",
+           "pattern_rows"]
 
 LABEL = "auto:counts"
 
@@ -95,6 +96,13 @@ class RowCounts(_CountsView):
         return self._table["pairs_t" if transposed else "pairs"][off]
 
 
+def recorder(n):
+    """``(counts, needs)``: price anything on ``counts`` (zeros, n×n), then
+    :func:`gather_counts` ``needs`` to price it for real. Pure."""
+    needs = _Needs()
+    return _Recorder(n, needs), needs
+
+
 def _offsets_for(counts, row_blocks):
     if row_blocks is None:
         return None
@@ -114,29 +122,33 @@ def needed_counts(n, ranks, dims, configs, agg_blocks=1, row_blocks=None):
     return needs
 
 
-def _column_blocks(cols, off):
-    """The block of ``off`` holding each column (``searchsorted(off, cols, 'right') - 1``)."""
-    inner = [int(b) for b in off[1:-1]]
+def _column_blocks(cols, inner, first):
+    """``first`` + the number of ``inner`` boundaries at or below each column."""
     if len(inner) <= 6:                      # a few compares beat a binary search
-        cb = np.zeros(cols.size, dtype=np.int32)
+        cb = np.full(cols.size, first, dtype=np.int32)
         for b in inner:
             cb += cols >= b
         return cb
-    return (np.searchsorted(np.asarray(off), cols, side="right") - 1).astype(np.int32)
+    return (np.searchsorted(np.asarray(inner), cols, side="right") + first).astype(np.int32)
 
 
 def _runs(a, off):
     """``(row, block, length)`` of every run of one row's entries in one column block of ``off``.
 
     ``a`` has sorted indices, so a row's column blocks ascend and each
-    distinct (row, block) is one run: O(nnz) with no sort.
+    distinct (row, block) is one run: O(nnz) with no sort.  The block of a
+    column is ``searchsorted(off, col, "right") - 1``.
     """
+    n = a.shape[1]
     rows = np.arange(a.shape[0], dtype=np.int64)
     lens = np.diff(a.indptr).astype(np.int64)
-    if len(off) == 2 or a.nnz == 0:          # one column block: a row is one run
+    # boundaries at 0 or below move every column on by one; at n or above, none
+    first = sum(1 for b in off[1:] if b <= 0)
+    inner = [int(b) for b in off[1:] if 0 < b < n]
+    if not inner or a.nnz == 0:              # one column block: a row is one run
         keep = lens > 0
-        return rows[keep], np.zeros(int(keep.sum()), dtype=np.int64), lens[keep]
-    cb = _column_blocks(a.indices, off)
+        return rows[keep], np.full(int(keep.sum()), first, dtype=np.int64), lens[keep]
+    cb = _column_blocks(a.indices, inner, first)
     start = np.empty(a.nnz, dtype=bool)
     start[0] = True
     np.not_equal(cb[1:], cb[:-1], out=start[1:])
@@ -267,6 +279,39 @@ def gather_counts(comm, rows, lo, n, needs):
             np.fill_diagonal(v, 0)
         table[kind][key] = v
     return RowCounts(n, table)
+
+
+def pattern_rows(adj, lo):
+    """Rows ``lo ..`` of Â's pattern (:func:`~spgnn.plan.choose.aggregation_pattern`) from the
+    same rows of a symmetric ``A`` (CSR, global columns): A's nonzeros and the diagonal.
+    Local; O(nnz + rows), no sparse addition.  Values are True (bool: only the
+    pattern is read)."""
+    a = sp.csr_array(adj)
+    if a.nnz and not np.all(a.data != 0):
+        a = a.copy()
+        a.eliminate_zeros()
+    if not a.has_sorted_indices:
+        a = a.copy() if a is adj else a
+        a.sort_indices()
+    m, n = a.shape
+    idt = np.int64 if n >= np.iinfo(np.int32).max else np.int32
+    lens = np.diff(a.indptr)
+    diag = np.arange(lo, lo + m, dtype=idt)
+    # each diagonal's place in its (sorted) row: the row's entries below it
+    below = a.indices < np.repeat(diag, lens)
+    pos = np.zeros(m, dtype=np.int64)
+    full = lens > 0
+    if a.nnz:
+        pos[full] = np.add.reduceat(below, a.indptr[:-1][full], dtype=np.int64)
+    del below
+    pos += a.indptr[:-1]
+    has = np.zeros(m, dtype=bool)
+    inside = pos < a.indptr[1:]
+    has[inside] = a.indices[pos[inside]] == diag[inside]
+    add = ~has
+    indices = np.insert(a.indices.astype(idt, copy=False), pos[add], diag[add])
+    indptr = a.indptr.astype(np.int64) + np.concatenate([[0], np.cumsum(add)])
+    return sp.csr_array((np.ones(indices.size, dtype=bool), indices, indptr), shape=(m, n))
 
 
 def _check_rows(comm, rows, lo, n):
