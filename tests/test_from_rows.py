@@ -18,16 +18,29 @@ from spgnn.io import Graph, sbm
 from spgnn.io import shards as shard_io
 from spgnn.partition.to_shards import partition_to_shards
 from spgnn.plan.choose import _configs, aggregation_pattern, choose
-from spgnn.plan.from_rows import choose_from_rows, gather_counts, needed_counts
+from spgnn.plan.from_rows import choose_from_rows, gather_counts, needed_counts, pattern_rows
 from spgnn.plan.model import load_calibration, rank_configs
 
 DIMS = [5, 8, 3]
 
 
-def _random_pattern(n, m, seed):
+def _random_graph(n, m, seed):
+    """A symmetric A with a few self-loops and a stored zero, and its Â pattern."""
     rng = np.random.default_rng(seed)
     r, c = rng.integers(0, n, m), rng.integers(0, n, m)
-    return aggregation_pattern(sp.csr_array((np.ones(m), (r, c)), shape=(n, n)))
+    raw = sp.csr_array((np.ones(m), (r, c)), shape=(n, n))
+    raw = sp.csr_array(raw + raw.T)
+    if raw.nnz:                               # a symmetric pair of stored zeros
+        i, j = 0, raw.indices[0]
+        raw.data[raw.indptr[i]:raw.indptr[i + 1]][raw.indices[raw.indptr[i]:raw.indptr[i + 1]]
+                                                  == j] = 0
+        raw.data[raw.indptr[j]:raw.indptr[j + 1]][raw.indices[raw.indptr[j]:raw.indptr[j + 1]]
+                                                  == i] = 0
+    return raw, aggregation_pattern(raw)
+
+
+def _random_pattern(n, m, seed):
+    return _random_graph(n, m, seed)[1]
 
 
 def _dicts(preds):
@@ -37,23 +50,36 @@ def _dicts(preds):
 @pytest.mark.parametrize("p", [2, 3, 4])
 @pytest.mark.parametrize("n,m,seed,cuts", [(37, 150, 0, "even"), (50, 400, 1, "random"),
                                            (7, 4, 2, "random")])
-def test_every_candidate_priced_from_rows_as_from_the_whole_matrix(p, n, m, seed, cuts):
-    a = _random_pattern(n, m, seed)
+def test_every_candidate_priced_from_rows_as_from_the_whole_matrix(p, n, m, seed, cuts,
+                                                                   monkeypatch):
+    raw, a = _random_graph(n, m, seed)
     rng = np.random.default_rng(seed + 10 * p)
     off = (np.linspace(0, n, p + 1).astype(int) if cuts == "even" else
            np.concatenate([[0], np.sort(rng.integers(0, n + 1, p - 1)), [n]]))
     agg = 1 + seed % 2
+    identity = bool((seed + p) % 2)          # rows of A (+ I counted) or of Â itself
+    if seed == 1:
+        monkeypatch.setattr("spgnn.plan.from_rows.RUN_CHUNK", 7)   # many row chunks
     configs = _configs(p, None, ())
     want = rank_configs(a, p, DIMS, load_calibration(), configs=configs, agg_blocks=agg)
 
     def fn(comm):
         lo, hi = int(off[comm.rank]), int(off[comm.rank + 1])
-        counts = gather_counts(comm, a[lo:hi], lo, n, needed_counts(n, p, DIMS, configs, agg))
+        rows = raw[lo:hi] if identity else a[lo:hi]
+        counts = gather_counts(comm, rows, lo, n, needed_counts(n, p, DIMS, configs, agg),
+                               add_identity=identity)
         return _dicts(rank_configs(counts, p, DIMS, load_calibration(), configs=configs,
                                    agg_blocks=agg))
 
     for got in run_loopback(p, fn):
         assert got == _dicts(want)
+
+
+def test_pattern_rows_are_the_aggregation_patterns_rows():
+    raw, a = _random_graph(30, 90, 4)
+    for lo, hi in [(0, 30), (3, 17), (29, 30), (5, 5)]:
+        got = pattern_rows(raw[lo:hi], lo)
+        assert got.has_sorted_indices and (got != a[lo:hi]).nnz == 0
 
 
 @pytest.mark.parametrize("p", [1, 2, 3, 4])

@@ -356,7 +356,7 @@ def _shard_plans(args):
     from spgnn.gnn.data import part_blocks
     from spgnn.layout import block_offsets
     from spgnn.plan.events import best_grid_3d, plan_spmm
-    from spgnn.plan.from_rows import gather_counts, pattern_rows, recorder
+    from spgnn.plan.from_rows import gather_counts, recorder
     from spgnn.plan.model import candidate_configs, load_calibration, rank_configs
 
     from . import _shards
@@ -441,7 +441,7 @@ def _shard_plans(args):
     if args.time:
         rec, needs = recorder(n)
         timed(rec)
-        ahat_counts = gather_counts(comm, pattern_rows(adj, lo), lo, n, needs)
+        ahat_counts = gather_counts(comm, adj, lo, n, needs, add_identity=True)
     if r != 0:
         return None
     rows = []

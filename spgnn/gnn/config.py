@@ -627,7 +627,7 @@ class TrainConfig:
 
         from ..io import shards as shard_io
         from ..layout import block_offsets
-        from ..plan.from_rows import choose_from_rows, pattern_rows
+        from ..plan.from_rows import choose_from_rows
         from .data import part_blocks
 
         stage = clock.stage if clock is not None else (lambda name: contextlib.nullcontext())
@@ -672,12 +672,11 @@ class TrainConfig:
                                          op="max", label="gnn-setup:meta")[0]) + 1
         dims = [f] + [self.hidden] * (self.layers - 1) + [classes]
         with stage("auto"):
-            lo = off[r]
-            pattern = pattern_rows(block.adj, lo)      # Â's: A' (symmetric) and the diagonal
+            # Â's pattern: A' (symmetric) and the diagonal, counted without a copy
             algo, c, grid, top = choose_from_rows(
-                comm, pattern, lo, n, dims, grid=self.grid, algorithms=self._auto_algorithms(),
-                permute=self.permute, agg_blocks=self.agg_blocks, row_blocks=row_blocks)
-            del pattern
+                comm, block.adj, off[r], n, dims, grid=self.grid,
+                algorithms=self._auto_algorithms(), permute=self.permute,
+                agg_blocks=self.agg_blocks, row_blocks=row_blocks, add_identity=True)
         return self._resolved(algo, c, grid), top, block
 
     def _choose(self, comm, graph):

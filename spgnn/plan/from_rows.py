@@ -29,6 +29,9 @@ __all__ = ["RowCounts", "gather_counts", "choose_from_rows", "needed_counts", "r
 
 LABEL = "auto:counts"
 
+#: Entries per row chunk of :func:`_runs` (bounds its per-entry temporaries).
+RUN_CHUNK = 1 << 22
+
 
 def _key(offsets):
     return tuple(int(v) for v in offsets)
@@ -148,16 +151,26 @@ def _runs(a, off):
     if not inner or a.nnz == 0:              # one column block: a row is one run
         keep = lens > 0
         return rows[keep], np.full(int(keep.sum()), first, dtype=np.int64), lens[keep]
-    cb = _column_blocks(a.indices, inner, first)
-    start = np.empty(a.nnz, dtype=bool)
-    start[0] = True
-    np.not_equal(cb[1:], cb[:-1], out=start[1:])
-    start[a.indptr[:-1][lens > 0]] = True
-    pos = np.flatnonzero(start)
-    del start
-    run_row = np.searchsorted(a.indptr, pos, side="right") - 1
-    length = np.diff(np.append(pos, a.nnz))
-    return run_row, cb[pos].astype(np.int64), length
+    out = []
+    # rows in chunks of about RUN_CHUNK entries: the per-entry temporaries stay bounded
+    cuts = np.unique(np.searchsorted(a.indptr, np.arange(0, a.nnz, RUN_CHUNK), side="right") - 1)
+    cuts = np.append(cuts[cuts < a.shape[0]], a.shape[0])
+    for r0, r1 in zip(cuts[:-1], cuts[1:]):
+        e0, e1 = int(a.indptr[r0]), int(a.indptr[r1])
+        if e0 == e1:
+            continue
+        cb = _column_blocks(a.indices[e0:e1], inner, first)
+        start = np.empty(e1 - e0, dtype=bool)
+        start[0] = True
+        np.not_equal(cb[1:], cb[:-1], out=start[1:])
+        heads = a.indptr[r0:r1]
+        start[heads[lens[r0:r1] > 0] - e0] = True
+        pos = np.flatnonzero(start)
+        del start
+        out.append((np.searchsorted(a.indptr, pos + e0, side="right") - 1,
+                    cb[pos].astype(np.int64), np.diff(np.append(pos, e1 - e0))))
+        del cb
+    return tuple(np.concatenate([o[k] for o in out]) for k in range(3))
 
 
 def _row_blocks(lo, m, off):
@@ -232,18 +245,27 @@ def _pair_rows_local(comm, a, lo, ranges, offsets_list):
     return out
 
 
-def gather_counts(comm, rows, lo, n, needs):
+def gather_counts(comm, rows, lo, n, needs, *, add_identity=False):
     """The :class:`RowCounts` of ``needs`` (:class:`_Needs`) from every rank's rows. Collective.
 
     ``rows``: this rank's CSR rows ``lo .. lo + rows.shape[0]`` of A
-    (global column ids); the ranks' rows in rank order cover ``0 .. n``.
+    (global column ids; stored zeros count as entries unless
+    ``add_identity``); the ranks' rows in rank order cover ``0 .. n``.
+    ``add_identity``: count the pattern of A + I instead (A's nonzeros and
+    the diagonal, :func:`pattern_rows`) without building it: the diagonal
+    adds to the block nnz only, since pair rows ignore a block's own columns.
     Every rank returns the same counts.
     """
     a = sp.csr_array(rows)
-    if not a.has_sorted_indices:
+    if add_identity and a.nnz and not np.all(a.data != 0):
         a = a.copy()
+        a.eliminate_zeros()
+    if not a.has_sorted_indices:
+        a = a.copy() if a is rows else a
         a.sort_indices()
     m = a.shape[0]
+    # the diagonal entries A lacks (A + I's extra entries), as local rows
+    extra = np.flatnonzero(a.diagonal(lo) == 0) if add_identity else np.zeros(0, np.int64)
     ranges = [(int(l), int(l) + int(h)) for l, h in
               comm.allgather_obj((int(lo), int(m)), label=LABEL)]
     by_col = {}
@@ -259,8 +281,12 @@ def gather_counts(comm, rows, lo, n, needs):
             kr = len(r) - 1
             rb = _row_blocks(lo, m, r)[run_row]
             if (r, c) in needs.nnz:
-                z = np.bincount(rb * kc + run_cb, weights=run_len, minlength=kr * kc)
-                parts.append(("nnz", (r, c), np.rint(z).astype(np.int64).reshape(kr, kc)))
+                z = np.rint(np.bincount(rb * kc + run_cb, weights=run_len, minlength=kr * kc))
+                z = z.astype(np.int64)
+                if extra.size:
+                    cd = np.searchsorted(np.asarray(c), lo + extra, side="right") - 1
+                    z += np.bincount(_row_blocks(lo, m, r)[extra] * kc + cd, minlength=kr * kc)
+                parts.append(("nnz", (r, c), z.reshape(kr, kc)))
             if r == c and c in needs.pairs_t:
                 # Aᵀ's pair rows: rows of block j holding a column of block i
                 t = np.bincount(rb * kc + run_cb, minlength=kr * kc).reshape(kr, kc)
@@ -330,7 +356,7 @@ def _check_rows(comm, rows, lo, n):
 
 
 def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permute="none",
-                     agg_blocks=1, memory_limit=None, row_blocks=None):
+                     agg_blocks=1, memory_limit=None, row_blocks=None, add_identity=False):
     """:func:`spgnn.plan.choose.choose` from the ranks' rows of Â (partition none). Collective.
 
     ``rows``: this rank's scipy CSR rows ``lo .. lo + rows.shape[0]`` of the
@@ -346,6 +372,9 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
     candidates are skipped; a shard directory's parts,
     :func:`spgnn.gnn.data.part_blocks`); default: even blocks
     (``partition="none"``).  3d is priced on even blocks of the rows' order.
+    ``add_identity``: ``rows`` are a symmetric A's (a generated graph's or
+    shards' ``A'``) and Â's pattern is A + I's, counted without building it
+    (:func:`gather_counts`).
 
     Returns ``(algorithm, replication, grid or None, top3)`` on every rank:
     on the same graph exactly :func:`~spgnn.plan.choose.choose`'s, the same
@@ -373,10 +402,11 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
                                   f"row blocks on {p} ranks"))
     dims = [int(v) for v in dims]
     if p == 1:
-        counts = sp.csr_array(rows)
+        counts = pattern_rows(rows, lo) if add_identity else sp.csr_array(rows)
     else:
         counts = gather_counts(comm, rows, lo, n, needed_counts(n, p, dims, configs, agg_blocks,
-                                                                row_blocks))
+                                                                row_blocks),
+                               add_identity=add_identity)
 
     def compute():
         ranked = rank_configs(counts, p, dims, load_calibration(), configs=configs,
