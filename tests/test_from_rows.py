@@ -166,3 +166,40 @@ def test_train_auto_on_shards_ranks_the_shards_rows(tmp_path):
     for auto, la, lb in run_loopback(p, fn):
         assert auto == [w.to_dict() for w in want[:3]]
         assert la == lb
+
+
+def test_plan_on_a_shard_directory_ranks_from_the_shards_rows(tmp_path, capsys):
+    import json
+
+    from spgnn.__main__ import main
+    from spgnn.plan.events import plan_spmm
+    from spgnn.plan.model import candidate_configs
+
+    adj, x, y = sbm(48, 3, avg_degree=4, num_features=5, seed=1)
+    g = Graph(adj=sp.csr_array(adj), features=x, labels=y).random_split(0.5, 0.2, seed=1)
+    d = tmp_path / "k2"
+    man = partition_to_shards(g, d, 2, "random", 3)
+    assert main(["plan", "--graph", str(d), "--ranks", "2,3,4", "--time", "--dims", "5,8,3",
+                 "--feat", "6", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    whole = sp.csr_array(shard_io.read_rows(d, man, 0, man["n"]).adj != 0, dtype=np.float32)
+    a = aggregation_pattern(whole)
+
+    def blocks(b):
+        return part_blocks(man["offsets"], b)
+
+    # K=2 parts: at P=3 only 3d (even blocks of the shards' order) can place them
+    assert [r["ranks"] for r in got["plans"]] == [2] * 5 + [3] + [4] * 5
+    for row in got["plans"]:
+        q, algo = row["ranks"], row["algorithm"]
+        extra = ({"replication": 2} if algo.startswith("15d") else
+                 {"grid": tuple(int(v) for v in row["grid"].split("x"))} if algo == "3d" else {})
+        off = None if algo == "3d" else blocks(q // extra.get("replication", 1))
+        assert row["collectives"] == plan_spmm(whole, algo, q, 6, offsets=off,
+                                               **extra).to_dict()["collectives"]
+    for entry in got["timed"]:
+        q = entry["ranks"]
+        configs = [c for c in candidate_configs(q) if c[0] == "3d" or blocks(q // c[1])]
+        want = rank_configs(a, q, [5, 8, 3], load_calibration(), configs=configs,
+                            offsets_for=lambda b: (a, blocks(b)))
+        assert entry["ranking"] == [w.to_dict() for w in want]

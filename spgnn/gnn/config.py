@@ -677,7 +677,7 @@ class TrainConfig:
                 comm, block.adj, off[r], n, dims, grid=self.grid,
                 algorithms=self._auto_algorithms(), permute=self.permute,
                 agg_blocks=self.agg_blocks, row_blocks=row_blocks, add_identity=True)
-        return self._resolved(algo, c, grid), top, block
+        return self._resolved(algo, c, grid), top, [block]    # placement empties the list
 
     def _choose(self, comm, graph):
         """``(resolved config, top-3 ranking)``: the time model's choice. Collective."""

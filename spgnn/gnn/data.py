@@ -393,12 +393,14 @@ def read_shards(comm, grid, placement, directory, man, offsets, adjacency, norma
     matrix takes, and wraps the blocks (``from_local``): no graph data moves
     between ranks.  A missing or damaged file raises
     :class:`~spgnn.errors.ShardError` on every rank.  ``block``: rows
-    already read (``--algo auto``), used when they are exactly this rank's.
+    already read (``--algo auto``; or a one-item list holding them, emptied), used when
+    they are exactly this rank's.
     """
     n, f = man["n"], man["num_features"]
     layouts = placement.layouts(grid, n, offsets)
     lo, hi = row_span(grid, layouts, n, f)
     err = None
+    block = _take(block)
     if block is not None and (block.lo, block.hi) != (lo, hi):
         block = None
     try:
@@ -480,6 +482,14 @@ def place_rows(comm, grid, layouts, block, lo, info, adjacency, normalize_featur
                 nnz_x=sum(c for _, _, c in {(r, cc): (r, cc, c) for r, cc, c in nnz_x}.values()),
                 counts=dict(info["counts"]))
     return meta, Shards(A, features, packed)
+
+
+def _take(block):
+    """``block``, or the one item of a list holding it (emptied: the caller's rows are freed
+    as soon as the callee drops them)."""
+    if isinstance(block, list):
+        return block.pop() if block else None
+    return block
 
 
 @contextlib.contextmanager
@@ -672,8 +682,10 @@ class DistGraph:
         refused (its permutations need the whole Â).  Other parameters as in
         :meth:`from_graph` (the partition is the shards': ``partition`` is
         the manifest's method).  ``block``: this rank's rows already read
-        (:func:`spgnn.io.shards.read_rows`, ``--algo auto``), used instead of
-        reading them again when they are exactly the rows it needs.
+        (:func:`spgnn.io.shards.read_rows`, ``--algo auto``; or a one-item
+        list holding them, which is emptied so that they are freed once
+        placed), used instead of reading them again when they are exactly
+        the rows it needs.
 
         ``shard_files`` (attribute, local): the part files this rank read.
 
@@ -740,8 +752,10 @@ class DistGraph:
         whole Â).  ``clock``: a stage clock (``clock.stage(name)`` context
         managers: ``generate``, ``place``), ``progress``: as in
         ``generate_rows``.  ``block``: this rank's rows already drawn with
-        the same specs (``--algo auto`` ranks from them), used instead of
-        drawing again when every rank's are exactly the rows it needs.
+        the same specs (``--algo auto`` ranks from them; or a one-item list
+        holding them, which is emptied so that they are freed once placed),
+        used instead of drawing again when every rank's are exactly the rows
+        it needs.
         Other parameters as in :meth:`from_graph`.
 
         Raises
@@ -766,6 +780,7 @@ class DistGraph:
         layouts = placement.layouts(grid, n, offsets)
         lo, hi = row_span(grid, layouts, n, 1)
         stage = clock.stage if clock is not None else _no_stage
+        block = _take(block)
         if block is not None and not all(comm.allgather_obj((block.lo, block.hi) == (lo, hi),
                                                             label="gnn-setup:meta")):
             block = None                     # drawing is collective: all reuse or none
