@@ -121,11 +121,13 @@ def test_bad_rows_and_double_permutation_are_one_error_on_every_rank():
         assert all(g is not None and what in g[1] for g in got), got
 
 
-@pytest.mark.parametrize("p", [1, 2, 3])
-def test_train_auto_on_a_generator_spec_ranks_rows_like_the_whole_graph(p):
+@pytest.mark.parametrize("p,algo", [(1, "auto"), (2, "auto"), (3, "auto"), (2, "15d")])
+def test_train_auto_on_a_generator_spec_ranks_rows_like_the_whole_graph(p, algo):
+    # p=3 chooses 3d and 15d-c=2 holds all rows: the rows are drawn again for the layout
+    opts = {"algo": "15d", "replication": "auto"} if algo == "15d" else {}
     cfg = TrainConfig(graph="rmat:8:4:1", features="random:6", labels="random:3", epochs=2,
-                      hidden=8, dtype="float64")
-    assert cfg.algo == "auto" and cfg.generated
+                      hidden=8, dtype="float64", **opts)
+    assert cfg.generated
 
     def fn(comm):
         whole = cfg.load_graph() if comm.rank == 0 else None
@@ -180,7 +182,7 @@ def test_plan_on_a_shard_directory_ranks_from_the_shards_rows(tmp_path, capsys):
     d = tmp_path / "k2"
     man = partition_to_shards(g, d, 2, "random", 3)
     assert main(["plan", "--graph", str(d), "--ranks", "2,3,4", "--time", "--dims", "5,8,3",
-                 "--feat", "6", "--json"]) == 0
+                 "--feat", "6", "--alpha", "2e-6", "--beta", "1e-10", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     whole = sp.csr_array(shard_io.read_rows(d, man, 0, man["n"]).adj != 0, dtype=np.float32)
     a = aggregation_pattern(whole)

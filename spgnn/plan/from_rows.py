@@ -421,10 +421,13 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
 
 def _within_limit(ranked, limit):
     """The predictions :func:`spgnn.plan.memory.within_limit` keeps (ValueError when none)."""
-    try:
-        from .memory import within_limit
-    except ImportError:
-        raise ValueError("choose_from_rows: memory_limit needs spgnn.plan.memory") from None
+    import importlib
+
+    try:            # the memory model (issue 37 item 4) lands beside this module
+        within_limit = importlib.import_module("spgnn.plan.memory").within_limit
+    except (ImportError, AttributeError):
+        raise ValueError("choose_from_rows: memory_limit needs spgnn.plan.memory.within_limit")\
+            from None
     fits = [f[0] if isinstance(f, tuple) else f for f in within_limit(ranked, limit)]
     if not fits:
         raise ValueError(f"choose_from_rows: no configuration fits in memory_limit={limit} bytes "
