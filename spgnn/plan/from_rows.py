@@ -365,8 +365,9 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
     widths (every rank alike).  ``grid``, ``algorithms`` and ``agg_blocks``
     as in :func:`~spgnn.plan.choose.choose`; ``permute="double"`` is refused
     (its permutations are drawn from the whole Â).  ``memory_limit``
-    (bytes per rank): keep the configurations
-    :func:`spgnn.plan.memory.within_limit` says fit.  ``row_blocks``:
+    (bytes per rank): keep the configurations whose predicted per-rank peak
+    fits (the memory model's ``within_limit``, issue 37 item 4; a ValueError
+    while that model is absent).  ``row_blocks``:
     the 1D/1.5D row partitions, ``row_blocks(blocks)`` -> ``blocks + 1``
     boundaries, or None where that many blocks cannot be placed (those
     candidates are skipped; a shard directory's parts,
@@ -420,7 +421,7 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
 
 
 def _within_limit(ranked, limit):
-    """The predictions :func:`spgnn.plan.memory.within_limit` keeps (ValueError when none)."""
+    """The predictions the memory model's ``within_limit`` keeps (ValueError when none)."""
     import importlib
 
     try:            # the memory model (issue 37 item 4) lands beside this module
