@@ -538,8 +538,10 @@ class TrainConfig:
         rank reads its own parts (:meth:`DistGraph.from_shards`).
 
         Returns a :class:`Built`.  With ``algo auto`` (or ``replication
-        auto``) the time model chooses first (rank 0 ranks, every rank gets
-        the choice) and ``Built.config`` holds the resolved algorithm.
+        auto``) the time model chooses first (rank 0 ranks the whole graph,
+        or, on a generator spec or shards that no rank loaded, the counts
+        gathered from the rows each rank draws or reads; every rank gets the
+        choice) and ``Built.config`` holds the resolved algorithm.
         """
         self.check_ranks(comm.size)
         if not self.minibatch:
