@@ -214,16 +214,16 @@ def _pair_rows_local(comm, a, lo, ranges, offsets_list):
                 continue
             cols = _distinct_columns(a, max(b0, lo) - lo, min(b1, hi) - lo, mask)
             cut = np.searchsorted(cols, np.asarray(off), side="left")
-            for j in range(k):
+            if not shared:
+                out[off][i] = np.diff(cut)
+                out[off][i, i] = 0
+                continue
+            for j in np.flatnonzero(np.diff(cut)):
                 if j == i:
                     continue
-                piece = cols[cut[j]:cut[j + 1]]
-                if not shared:
-                    out[off][i, j] = piece.size
-                elif piece.size:
-                    owner = holders[j % len(holders)]
-                    heads[owner].append((o, i, j, piece.size))
-                    ids[owner].append(piece)
+                owner = holders[j % len(holders)]
+                heads[owner].append((o, i, int(j), int(cut[j + 1] - cut[j])))
+                ids[owner].append(cols[cut[j]:cut[j + 1]])
     if not shared_any:
         return out
     head = np.array([h for q in heads for h in q], dtype=np.int64).reshape(-1, 4)
