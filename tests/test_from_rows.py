@@ -205,3 +205,20 @@ def test_plan_on_a_shard_directory_ranks_from_the_shards_rows(tmp_path, capsys):
         want = rank_configs(a, q, [5, 8, 3], load_calibration(), configs=configs,
                             offsets_for=lambda b: (a, blocks(b)))
         assert entry["ranking"] == [w.to_dict() for w in want]
+
+
+def test_shard_parts_no_candidate_can_place_are_one_error_naming_the_fix(tmp_path):
+    adj, x, y = sbm(40, 3, avg_degree=4, num_features=5, seed=3)
+    g = Graph(adj=sp.csr_array(adj), features=x, labels=y).random_split(0.5, 0.2, seed=3)
+    partition_to_shards(g, tmp_path / "k4", 4, "random", 1)
+
+    def fn(comm, model):
+        cfg = TrainConfig(graph=str(tmp_path / "k4"), model=model, epochs=1, hidden=4)
+        try:
+            return cfg.build(comm, None).config.algo
+        except GridError as exc:
+            return str(exc)
+
+    # gat trains 1d/1d-aware only: 3 blocks of 4 parts cannot be; gcn can still take 3d
+    assert all("re-partition with --parts 3" in e for e in run_loopback(3, fn, "gat"))
+    assert set(run_loopback(3, fn, "gcn")) <= {"3d", "15d", "15d-aware"}

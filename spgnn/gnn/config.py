@@ -36,7 +36,7 @@ from ..comm.watchdog import check_timeout
 from ..core.codec import QUANTIZE_CHOICES
 from ..core.hybrid import AGGREGATIONS
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
-from ..errors import NonFiniteError, ShardError
+from ..errors import GridError, NonFiniteError, ShardError
 from ..grid import parse_grid
 from ..io import is_shard_dir, load_graph, read_manifest
 from ..io.preprocess import random_projection, row_normalize_features
@@ -630,6 +630,7 @@ class TrainConfig:
         from ..io import shards as shard_io
         from ..layout import block_offsets
         from ..plan.from_rows import choose_from_rows
+        from ..plan.model import candidate_configs
         from .data import part_blocks
 
         stage = clock.stage if clock is not None else (lambda name: contextlib.nullcontext())
@@ -648,6 +649,17 @@ class TrainConfig:
 
             def row_blocks(blocks):
                 return part_blocks(man["offsets"], blocks)
+
+            algos = self._auto_algorithms()
+            cands = candidate_configs(p, algos) if algos else candidate_configs(p)
+            if self.grid is None and all(cf[0] != "3d" and row_blocks(p // cf[1]) is None
+                                         for cf in cands):
+                k = len(man["offsets"]) - 1
+                raise GridError(f"train: --graph {self.graph} has K={k} parts, and no "
+                                f"configuration of --model {self.model} ({', '.join(algos)}) "
+                                f"on {p} ranks cuts the graph into a divisor or multiple of "
+                                f"{k} row blocks; re-partition with --parts {p} (or run on a "
+                                f"rank count that divides or is a multiple of {k})")
 
             off = row_blocks(p) or block_offsets(n, p)
             block, err = None, None

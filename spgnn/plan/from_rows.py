@@ -109,7 +109,11 @@ def recorder(n):
 def _offsets_for(counts, row_blocks):
     if row_blocks is None:
         return None
-    return lambda blocks: (counts, None if blocks == 1 else tuple(row_blocks(blocks)))
+    def offsets_for(blocks):                 # 3d asks for the matrix only (even blocks)
+        off = row_blocks(blocks)
+        return counts, None if off is None else tuple(off)
+
+    return offsets_for
 
 
 def needed_counts(n, ranks, dims, configs, agg_blocks=1, row_blocks=None):
@@ -399,8 +403,11 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
     if row_blocks is not None:
         configs = [cf for cf in configs if cf[0] == "3d" or row_blocks(p // cf[1]) is not None]
         if not configs:
-            comm.agree(ValueError(f"choose_from_rows: no candidate configuration can place the "
-                                  f"row blocks on {p} ranks"))
+            from ..errors import GridError
+
+            comm.agree(GridError(f"choose_from_rows: no candidate configuration "
+                                 f"({', '.join(algorithms) or 'any'}) can place these row "
+                                 f"blocks on {p} ranks: row_blocks(P/c) has none for every c"))
     dims = [int(v) for v in dims]
     if p == 1:
         counts = pattern_rows(rows, lo) if add_identity else sp.csr_array(rows)
