@@ -343,11 +343,145 @@ def _table(meta, rows):
     return "\n".join(lines)
 
 
+def _shard_plans(args):
+    """``plan --graph DIR``: the plans and ranking from the shards' rows. Collective (every
+    rank of the job reads its share of the rows; rank 0 returns ``(meta, rows)``, the others
+    ``None``): no process holds the whole graph, the counts the planner and the model read
+    are gathered (:mod:`spgnn.plan.from_rows`).  The row blocks are the shards' parts
+    (``part_blocks``): a (ranks, configuration) whose block count neither divides nor is a
+    multiple of the parts is left out."""
+    import scipy.sparse as sp
+
+    from spgnn import Communicator
+    from spgnn.gnn.data import part_blocks
+    from spgnn.layout import block_offsets
+    from spgnn.plan.events import best_grid_3d, plan_spmm
+    from spgnn.plan.from_rows import gather_counts, recorder
+    from spgnn.plan.model import candidate_configs, load_calibration, rank_configs
+
+    from . import _shards
+
+    comm = Communicator.world()
+    err = None
+    try:
+        _check_plan_args(args)
+        ranks_list = _parse_list(args.ranks, "ranks", int)
+        algos = _parse_list(args.algos, "algos")
+        bad = [a for a in algos if a not in DISTRIBUTED_ALGORITHMS]
+        if bad or min(ranks_list) < 1:
+            raise ValueError(f"plan: --graph {args.graph} holds shards: algorithms must be among "
+                             f"{DISTRIBUTED_ALGORITHMS} (mxm multiplies the whole matrix) and "
+                             f"ranks positive, but got algos={algos}, ranks={ranks_list}")
+        whole = [f for f, v in (("--aggregation", args.aggregation),
+                                ("--save-partition", args.save_partition),
+                                ("--permute double", args.permute == "double")) if v]
+        if whole:
+            raise ValueError(f"plan: --graph {args.graph} holds shards, partitioned when they "
+                             f"were written: {', '.join(whole)} need the whole graph")
+        dims = _parse_list(args.dims, "dims", int) if args.dims else [args.feat] * 3
+        if args.time and (len(dims) < 2 or min(dims) < 1 or args.agg_blocks < 1):
+            raise ValueError(f"plan: --dims needs two or more positive widths and --agg-blocks "
+                             f">= 1, but got {dims} and {args.agg_blocks}")
+        alpha, beta, source = _alpha_beta(args)
+        cal = apply_node_arguments(load_calibration(args.calibration), args, "plan") \
+            if args.time else None
+    except ValueError as exc:
+        err = exc
+    comm.agree(err)
+    man = _shards.read_manifest(comm, args.graph)
+    n = man["n"]
+    p, r = comm.size, comm.rank
+    off = part_blocks(man["offsets"], p) or block_offsets(n, p)
+    block = _shards.read_rows(comm, args.graph, man, off[r], off[r + 1])
+    lo = off[r]
+    adj = sp.csr_array(block.adj != 0, dtype=np.float32)
+    del block
+    nnz = int(comm.allreduce(np.array([adj.nnz], dtype=np.int64), label="auto:counts")[0])
+
+    def row_blocks(blocks):
+        return part_blocks(man["offsets"], blocks)
+
+    def plans(a):
+        out = []
+        for q in ranks_list:
+            for algo in algos:
+                extra, blocks = {}, q
+                if algo in ("15d", "15d-aware"):
+                    if q % args.replication:
+                        continue
+                    blocks = q // args.replication
+                    extra["replication"] = args.replication
+                offsets = None
+                if algo == "3d":
+                    extra["grid"] = (parse_grid(args.grid, q, what="plan: --grid") if args.grid
+                                     else best_grid_3d(n, q, [args.feat] * 3))
+                else:
+                    offsets = row_blocks(blocks)
+                    if offsets is None:
+                        continue
+                out.append((algo, q, extra, plan_spmm(a, algo, q, args.feat, offsets=offsets,
+                                                       itemsize=args.itemsize, **extra)))
+        return out
+
+    def timed(ahat):
+        out = []
+        for q in ranks_list:
+            configs = [c for c in candidate_configs(q)
+                       if c[0] == "3d" or row_blocks(q // c[1]) is not None]
+            ranked = rank_configs(ahat, q, dims, cal, configs=configs, itemsize=args.itemsize,
+                                  offsets_for=lambda b: (ahat, row_blocks(b)),
+                                  agg_blocks=args.agg_blocks)
+            out.append({"ranks": q, "ranking": [x.to_dict() for x in ranked]})
+        return out
+
+    rec, needs = recorder(n)
+    plans(rec)
+    counts = gather_counts(comm, adj, lo, n, needs)
+    ahat_counts = None
+    if args.time:
+        rec, needs = recorder(n)
+        timed(rec)
+        ahat_counts = gather_counts(comm, adj, lo, n, needs, add_identity=True)
+    if r != 0:
+        return None
+    rows = []
+    for algo, q, extra, plan in plans(counts):
+        row = plan.to_dict(alpha, beta)
+        if "grid" in extra:
+            row["grid"] = "x".join(map(str, extra["grid"]))
+        if "replication" in extra:
+            row["replication"] = extra["replication"]
+        rows.append(row)
+    meta = {"graph": man.get("name") or str(args.graph), "n": n, "nnz": nnz, "feat": args.feat,
+            "partition": man.get("partition", {}).get("method", "none"), "alpha": alpha,
+            "beta": beta, "alpha_beta": source, "shards": len(man["offsets"]) - 1,
+            "read_by": p}
+    if args.time:
+        meta["time"] = {"dims": dims, "calibration": cal.meta.get("source",
+                                                                  args.calibration or "file"),
+                        "permute": "none", "agg_blocks": args.agg_blocks,
+                        "calibrated": {"compute": "compute" in cal.meta,
+                                       "comm": "comm" in cal.meta},
+                        "ranks_per_node": cal.ranks_per_node,
+                        "comm_inter": None if cal.comm_inter is None else
+                        {k: list(v) for k, v in cal.comm_inter.items()}}
+        meta["timed"] = timed(ahat_counts)
+    return meta, rows
+
+
 def run(args):
-    rank = int(os.environ.get("PMI_RANK", "0"))
-    if rank != 0:
-        return 0            # under mpiexec only rank 0 plans (nothing is collective here)
-    meta, rows, partitions = plan_all(args)
+    from . import _shards
+    if _shards.is_shard_dir(args.graph):
+        got = _shard_plans(args)            # every rank reads its share of the shards
+        if got is None:
+            return 0
+        meta, rows = got
+        partitions = {}
+    else:
+        rank = int(os.environ.get("PMI_RANK", "0"))
+        if rank != 0:
+            return 0        # under mpiexec only rank 0 plans (nothing is collective here)
+        meta, rows, partitions = plan_all(args)
     saved = _save_partitions(args.save_partition, partitions, meta["n"]) if args.save_partition else []
     if args.json:
         print(json.dumps(json_safe({**meta, "plans": rows, "saved_partitions": saved}),

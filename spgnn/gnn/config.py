@@ -36,7 +36,7 @@ from ..comm.watchdog import check_timeout
 from ..core.codec import QUANTIZE_CHOICES
 from ..core.hybrid import AGGREGATIONS
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
-from ..errors import NonFiniteError
+from ..errors import GridError, NonFiniteError, ShardError
 from ..grid import parse_grid
 from ..io import is_shard_dir, load_graph, read_manifest
 from ..io.preprocess import random_projection, row_normalize_features
@@ -246,9 +246,9 @@ class TrainConfig:
     def generated(self) -> bool:
         """Full-graph training on a generator spec that each rank draws its rows of
         (:meth:`DistGraph.from_generator`): a full-graph model, ``partition none``, no
-        ``feature_dim``/``num_nodes``/``relabel``, not ``permute double``, an explicit
-        ``algo`` (``auto`` ranks the whole graph until it can rank rows).  Other runs on
-        a generator spec load the whole graph on rank 0."""
+        ``feature_dim``/``num_nodes``/``relabel``, not ``permute double`` (``algo auto``
+        ranks the ranks' rows, :func:`spgnn.plan.from_rows.choose_from_rows`).  Other runs
+        on a generator spec load the whole graph on rank 0."""
         from ..io.generators import parse_spec
         try:
             spec = parse_spec(self.graph)
@@ -256,8 +256,7 @@ class TrainConfig:
             return False
         return (spec is not None and not self.minibatch and self.partition == "none"
                 and not self.feature_dim and not self.num_nodes and not self.relabel
-                and self.permute == "none" and self.algo != "auto"
-                and self.replication != "auto" and self.name is None)
+                and self.permute == "none" and self.name is None)
 
     def generated_split(self):
         """``(train, val, seed)`` of a generated graph's per-vertex split: ``--split`` with
@@ -385,9 +384,6 @@ class TrainConfig:
     def _check_shards(self):
         """What a shard directory fixes at ``spgnn partition`` time, or cannot do."""
         why = {"model": "a sampled model reads the whole graph" if self.minibatch else None,
-               "algo": "--algo auto ranks configurations on the whole graph, which no rank "
-                       "holds: name the algorithm" if self.algo == "auto" else None,
-               "replication": "name c" if self.replication == "auto" else None,
                "permute": "the double permutation needs the whole adjacency"
                if self.permute != "none" else None}
         fixed = [n for n in ("partition", "features", "labels", "split", "feature_dim",
@@ -545,8 +541,10 @@ class TrainConfig:
         rank reads its own parts (:meth:`DistGraph.from_shards`).
 
         Returns a :class:`Built`.  With ``algo auto`` (or ``replication
-        auto``) the time model chooses first (rank 0 ranks, every rank gets
-        the choice) and ``Built.config`` holds the resolved algorithm.
+        auto``) the time model chooses first (rank 0 ranks the whole graph,
+        or, on a generator spec or shards that no rank loaded, the counts
+        gathered from the rows each rank draws or reads; every rank gets the
+        choice) and ``Built.config`` holds the resolved algorithm.
         """
         self.check_ranks(comm.size)
         if not self.minibatch:
@@ -583,13 +581,18 @@ class TrainConfig:
                              seed=self.seed)
 
     def _build_full_graph(self, comm, graph, clock=None, progress=None):
-        cfg, auto = self, None
+        cfg, auto, block = self, None, None
         if self.algo == "auto" or self.replication == "auto":
-            cfg, auto = self._choose(comm, graph)
+            if (self.sharded or self.generated) and not any(
+                    comm.allgather_obj(graph is not None, label="gnn-setup:meta")):
+                # no rank holds the graph: rank from the rows each rank reads or draws
+                cfg, auto, block = self._choose_from_rows(comm, clock, progress)
+            else:
+                cfg, auto = self._choose(comm, graph)
         common = dict(adjacency=cfg.spec.adjacency, backend=cfg.backend,
                       dtype=np.dtype(cfg.dtype), normalize_features=not cfg.feature_dim)
         if cfg.sharded:          # the "read shards" step instead of "scatter"
-            dg = DistGraph.from_shards(cfg.graph, comm, cfg.placement(), **common)
+            dg = DistGraph.from_shards(cfg.graph, comm, cfg.placement(), block=block, **common)
         elif cfg.generated and not any(comm.allgather_obj(graph is not None,
                                                           label="gnn-setup:meta")):
             # no rank loaded the graph: each rank draws its own rows
@@ -597,7 +600,7 @@ class TrainConfig:
             dg = DistGraph.from_generator(cfg.graph, comm, cfg.placement(),
                                           features=cfg.features, labels=cfg.labels,
                                           split=(train, val), split_seed=split_seed,
-                                          clock=clock, progress=progress, **common)
+                                          clock=clock, progress=progress, block=block, **common)
         else:
             dg = DistGraph.from_graph(graph, comm, cfg.placement(), partition=cfg.partition,
                                       seed=cfg.seed, **common)
@@ -607,6 +610,91 @@ class TrainConfig:
         opt = Adam(model.param_groups(cfg.weight_decay), lr=cfg.lr)
         trainer = Trainer(model, FullGraph(dg, transform=lp), opt)
         return Built(trainer, [StalledLoss()], cfg, cfg.algo, auto)
+
+    def _auto_algorithms(self):
+        return (("3d",) if self.wants_3d else (self.algo,) if self.algo.startswith("15d")
+                else self.spec.algorithms)
+
+    def _resolved(self, algo, c, grid):
+        changes = {"algo": algo}
+        if algo.startswith("15d") or self.replication == "auto":
+            changes["replication"] = c
+        if grid is not None:
+            changes["grid"] = "x".join(map(str, grid))
+        return dataclasses.replace(self, **changes)
+
+    def _choose_from_rows(self, comm, clock=None, progress=None):
+        """``(resolved config, top 3, this rank's rows)``: the time model's choice from the
+        rows each rank reads (shards) or draws (a generator spec), 1d's row blocks, without
+        any rank holding the graph (:func:`~spgnn.plan.from_rows.choose_from_rows`). The rows
+        are reused by the placement when they are the rows it needs. Collective."""
+        import contextlib
+
+        from ..io import shards as shard_io
+        from ..layout import block_offsets
+        from ..plan.from_rows import choose_from_rows
+        from ..plan.model import candidate_configs
+        from .data import part_blocks
+
+        stage = clock.stage if clock is not None else (lambda name: contextlib.nullcontext())
+        p, r = comm.size, comm.rank
+        row_blocks = None
+        if self.sharded:
+            man, err = None, None
+            if r == 0:
+                try:
+                    man = shard_io.read_manifest(self.graph)
+                except ShardError as exc:
+                    err = exc
+            comm.agree(err)
+            man = comm.bcast_obj(man, root=0, label="gnn-setup:meta")
+            n, f, classes = man["n"], man["num_features"], man["num_classes"]
+
+            def row_blocks(blocks):
+                return part_blocks(man["offsets"], blocks)
+
+            algos = self._auto_algorithms()
+            cands = candidate_configs(p, algos) if algos else candidate_configs(p)
+            if self.grid is None and all(cf[0] != "3d" and row_blocks(p // cf[1]) is None
+                                         for cf in cands):
+                k = len(man["offsets"]) - 1
+                raise GridError(f"train: --graph {self.graph} has K={k} parts, and no "
+                                f"configuration of --model {self.model} ({', '.join(algos)}) "
+                                f"on {p} ranks cuts the graph into a divisor or multiple of "
+                                f"{k} row blocks; re-partition with --parts {p} (or run on a "
+                                f"rank count that divides or is a multiple of {k})")
+
+            off = row_blocks(p) or block_offsets(n, p)
+            block, err = None, None
+            with stage("read-rows"):
+                try:
+                    block = shard_io.read_rows(self.graph, man, off[r], off[r + 1])
+                except ShardError as exc:
+                    err = exc
+                comm.agree(err)
+        else:
+            from .rows import as_generator_spec, generate_rows
+
+            gen = as_generator_spec(self.graph)
+            n = gen.n
+            off = block_offsets(n, p)
+            train, val, split_seed = self.generated_split()
+            with stage("generate"):
+                block = generate_rows(comm, gen, rows=(off[r], off[r + 1]),
+                                      features=self.features, labels=self.labels,
+                                      split=(train, val), split_seed=split_seed,
+                                      progress=progress)
+            f = int(block.x.shape[1])
+            classes = int(comm.allreduce(np.array([block.label.max(initial=-1)], dtype=np.int64),
+                                         op="max", label="gnn-setup:meta")[0]) + 1
+        dims = [f] + [self.hidden] * (self.layers - 1) + [classes]
+        with stage("auto"):
+            # Â's pattern: A' (symmetric) and the diagonal, counted without a copy
+            algo, c, grid, top = choose_from_rows(
+                comm, block.adj, off[r], n, dims, grid=self.grid,
+                algorithms=self._auto_algorithms(), permute=self.permute,
+                agg_blocks=self.agg_blocks, row_blocks=row_blocks, add_identity=True)
+        return self._resolved(algo, c, grid), top, [block]    # placement empties the list
 
     def _choose(self, comm, graph):
         """``(resolved config, top-3 ranking)``: the time model's choice. Collective."""
@@ -621,17 +709,10 @@ class TrainConfig:
         if graph is not None:       # --feature-dim is already applied by load_graph
             dims = ([int(graph.features.shape[1])] + [self.hidden] * (self.layers - 1)
                     + [int(graph.num_classes)])
-        algorithms = (("3d",) if self.wants_3d else (self.algo,) if self.algo.startswith("15d")
-                      else self.spec.algorithms)
         algo, c, grid, top = choose(comm, graph, dims, partition=self.partition, seed=self.seed,
-                                    grid=self.grid, algorithms=algorithms, permute=self.permute,
-                                    agg_blocks=self.agg_blocks)
-        changes = {"algo": algo}
-        if algo.startswith("15d") or self.replication == "auto":
-            changes["replication"] = c
-        if grid is not None:
-            changes["grid"] = "x".join(map(str, grid))
-        return dataclasses.replace(self, **changes), top
+                                    grid=self.grid, algorithms=self._auto_algorithms(),
+                                    permute=self.permute, agg_blocks=self.agg_blocks)
+        return self._resolved(algo, c, grid), top
 
     @classmethod
     def from_options(cls, options):

@@ -384,7 +384,7 @@ def shard_offsets(man, placement, grid):
 
 
 def read_shards(comm, grid, placement, directory, man, offsets, adjacency, normalize_features,
-                dtype, backend):
+                dtype, backend, block=None):
     """The shard reader's steps 1, 2 and 4: ``(meta, Shards, files read)``. Collective.
 
     Each rank reads only the rows of its blocks (their part files), builds
@@ -392,14 +392,20 @@ def read_shards(comm, grid, placement, directory, man, offsets, adjacency, norma
     :func:`prepare`'s Â), normalises its feature rows in the form the whole
     matrix takes, and wraps the blocks (``from_local``): no graph data moves
     between ranks.  A missing or damaged file raises
-    :class:`~spgnn.errors.ShardError` on every rank.
+    :class:`~spgnn.errors.ShardError` on every rank.  ``block``: rows
+    already read (``--algo auto``; or a one-item list holding them, emptied), used when
+    they are exactly this rank's.
     """
     n, f = man["n"], man["num_features"]
     layouts = placement.layouts(grid, n, offsets)
     lo, hi = row_span(grid, layouts, n, f)
-    block, err = None, None
+    err = None
+    block = _take(block)
+    if block is not None and (block.lo, block.hi) != (lo, hi):
+        block = None
     try:
-        block = shard_io.read_rows(directory, man, lo, hi)
+        if block is None:
+            block = shard_io.read_rows(directory, man, lo, hi)
     except ShardError as exc:
         err = exc
     comm.agree(err)
@@ -476,6 +482,14 @@ def place_rows(comm, grid, layouts, block, lo, info, adjacency, normalize_featur
                 nnz_x=sum(c for _, _, c in {(r, cc): (r, cc, c) for r, cc, c in nnz_x}.values()),
                 counts=dict(info["counts"]))
     return meta, Shards(A, features, packed)
+
+
+def _take(block):
+    """``block``, or the one item of a list holding it (emptied: the caller's rows are freed
+    as soon as the callee drops them)."""
+    if isinstance(block, list):
+        return block.pop() if block else None
+    return block
 
 
 @contextlib.contextmanager
@@ -649,7 +663,7 @@ class DistGraph:
     @classmethod
     def from_shards(cls, directory, comm, placement="1d-aware", *, adjacency="gcn",
                     normalize_features=True, sparse_features=None, dtype=np.float32,
-                    backend=None):
+                    backend=None, block=None):
         """Read a shard directory (``spgnn partition``, :mod:`spgnn.io.shards`) in parallel. Collective.
 
         Each rank reads only the part files holding its rows: no rank holds
@@ -667,7 +681,11 @@ class DistGraph:
         blocks of the shards' order, any ``K``; ``permute="double"`` is
         refused (its permutations need the whole Â).  Other parameters as in
         :meth:`from_graph` (the partition is the shards': ``partition`` is
-        the manifest's method).
+        the manifest's method).  ``block``: this rank's rows already read
+        (:func:`spgnn.io.shards.read_rows`, ``--algo auto``; or a one-item
+        list holding them, which is emptied so that they are freed once
+        placed), used instead of reading them again when they are exactly
+        the rows it needs.
 
         ``shard_files`` (attribute, local): the part files this rank read.
 
@@ -703,7 +721,7 @@ class DistGraph:
                              f"reads the pattern only)")
         offsets = shard_offsets(man, placement, grid)
         meta, shards, files = read_shards(comm, grid, placement, directory, man, offsets,
-                                          adjacency, normalize_features, dtype, backend)
+                                          adjacency, normalize_features, dtype, backend, block)
         if sparse_features is None:
             sparse_features = (not isinstance(placement, Plexus3D) and not on_device
                                and meta["nnz_x"] <= SPARSE_DENSITY * max(1, meta["n"] * meta["f"]))
@@ -718,7 +736,7 @@ class DistGraph:
     def from_generator(cls, spec, comm, placement="1d-aware", *, features=None, labels=None,
                        split=(0.6, 0.2), split_seed=0, adjacency="gcn", normalize_features=True,
                        sparse_features=None, dtype=np.float32, backend=None, clock=None,
-                       progress=None):
+                       progress=None, block=None):
         """Generate ``spec`` (``rmat:``/``sbm:``/``plsbm:``) in parallel and place it. Collective.
 
         Each rank draws its share of the edges and gets the rows of its
@@ -733,7 +751,12 @@ class DistGraph:
         ``Plexus3D(permute="double")`` is refused (its permutations need the
         whole Â).  ``clock``: a stage clock (``clock.stage(name)`` context
         managers: ``generate``, ``place``), ``progress``: as in
-        ``generate_rows``.  Other parameters as in :meth:`from_graph`.
+        ``generate_rows``.  ``block``: this rank's rows already drawn with
+        the same specs (``--algo auto`` ranks from them; or a one-item list
+        holding them, which is emptied so that they are freed once placed),
+        used instead of drawing again when every rank's are exactly the rows
+        it needs.
+        Other parameters as in :meth:`from_graph`.
 
         Raises
         ------
@@ -757,9 +780,15 @@ class DistGraph:
         layouts = placement.layouts(grid, n, offsets)
         lo, hi = row_span(grid, layouts, n, 1)
         stage = clock.stage if clock is not None else _no_stage
+        block = _take(block)
+        if block is not None and not all(comm.allgather_obj((block.lo, block.hi) == (lo, hi),
+                                                            label="gnn-setup:meta")):
+            block = None                     # drawing is collective: all reuse or none
         with stage("generate"):
-            block = generate_rows(comm, gen, rows=(lo, hi), features=features, labels=labels,
-                                  split=split, split_seed=split_seed, progress=progress)
+            if block is None:
+                block = generate_rows(comm, gen, rows=(lo, hi), features=features,
+                                      labels=labels, split=split, split_seed=split_seed,
+                                      progress=progress)
             f = int(block.x.shape[1])
             totals = block_totals(comm, lo, hi, [block.train.sum(), block.val.sum(),
                                                  block.test.sum()])

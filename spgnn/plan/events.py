@@ -25,7 +25,8 @@ from ..layout import block_bounds, block_offsets, row_chunk_offsets
 
 __all__ = ["PlannedEvent", "SpmmPlan", "plan_spmm", "PLANNERS", "pair_rows", "best_grid_3d",
            "comm_terms_3d", "comm_volume_3d", "plan_mxm", "MXM_PLANNERS", "nnz_per_rank_3d",
-           "nnz_imbalance_3d", "plan_gcn_3d", "gcn_3d_layers"]
+           "nnz_imbalance_3d", "plan_gcn_3d", "gcn_3d_layers", "BlockCounts", "MatrixCounts",
+           "as_counts"]
 
 
 @dataclass
@@ -133,6 +134,83 @@ def pair_rows(a, offsets):
     return r
 
 
+def csr_block_nnz(a, row_off, col_off):
+    """``z[i, j]``: stored entries of ``a[row block i, column block j]`` (``a`` CSR). Pure."""
+    rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
+    i = np.searchsorted(row_off, rows, side="right") - 1
+    j = np.searchsorted(col_off, a.indices, side="right") - 1
+    z = np.zeros((len(row_off) - 1, len(col_off) - 1), dtype=np.int64)
+    np.add.at(z, (i, j), 1)
+    return z
+
+
+class BlockCounts:
+    """What the planners and the time model read off an n×n matrix: counts per row block.
+
+    Only :meth:`pair_rows` (the 1D/1.5D-aware exchanges), :meth:`block_nnz`
+    and :meth:`row_block_nnz` (the local SpMM work), :meth:`transpose` (the
+    backward pass's Aᵀ) and ``shape``.  :class:`MatrixCounts` reads them off
+    a whole matrix; :class:`spgnn.plan.from_rows.RowCounts` holds them as
+    gathered from the ranks' rows (no rank holds the matrix).  Every
+    offsets argument is a sequence of block boundaries from 0 to n.
+    """
+
+    shape = (0, 0)
+
+    def pair_rows(self, offsets):
+        """:func:`pair_rows` of the matrix at ``offsets`` (diagonal zero)."""
+        raise NotImplementedError
+
+    def block_nnz(self, row_off, col_off):
+        """Stored entries of every (row block, column block)."""
+        raise NotImplementedError
+
+    def row_block_nnz(self, offsets):
+        """Stored entries of every row block."""
+        raise NotImplementedError
+
+    def transpose(self):
+        """The counts of the transposed matrix."""
+        raise NotImplementedError
+
+    def permuted(self, permutation):
+        """The counts of ``permutation.matrices(A)`` (``--permute double``)."""
+        raise NotImplementedError(f"{type(self).__name__}: the double permutation needs the "
+                                  f"whole matrix")
+
+
+class MatrixCounts(BlockCounts):
+    """:class:`BlockCounts` read off a whole matrix ``a`` (CSR), as the model always did. Pure."""
+
+    def __init__(self, a):
+        self.matrix = sp.csr_array(a)
+        self.shape = self.matrix.shape
+        self._t = None
+
+    def pair_rows(self, offsets):
+        return pair_rows(self.matrix, offsets)
+
+    def block_nnz(self, row_off, col_off):
+        return csr_block_nnz(self.matrix, row_off, col_off)
+
+    def row_block_nnz(self, offsets):
+        off = np.asarray(offsets, dtype=np.int64)
+        return self.matrix.indptr[off[1:]] - self.matrix.indptr[off[:-1]]
+
+    def transpose(self):
+        if self._t is None:
+            self._t = MatrixCounts(sp.csr_array(self.matrix.T))
+        return self._t
+
+    def permuted(self, permutation):
+        return [MatrixCounts(m) for m in permutation.matrices(self.matrix)]
+
+
+def as_counts(a):
+    """``a`` as :class:`BlockCounts`: itself when it is one, else :class:`MatrixCounts` of it."""
+    return a if isinstance(a, BlockCounts) else MatrixCounts(a)
+
+
 def _plan_1d(a, offsets, p, f, w):
     sizes = np.diff(offsets)
     n = int(offsets[-1])
@@ -164,7 +242,7 @@ def _plan_exchange(r, f, w, label, rank_of, p):
 
 
 def _plan_1d_aware(a, offsets, p, f, w):
-    return _plan_exchange([pair_rows(a, offsets)], f, w, "spmm-1d-aware", lambda g, i: i, p)
+    return _plan_exchange([as_counts(a).pair_rows(offsets)], f, w, "spmm-1d-aware", lambda g, i: i, p)
 
 
 def _slabs(offsets, c):
@@ -181,12 +259,14 @@ def _allreduce_15d(offsets, p, f, w, c):
 
 
 def _plan_15d_aware(a, offsets, p, f, w, c):
+    # a slab is whole X blocks (_slabs): its pair rows are the full matrix's in its block columns
+    full, k = as_counts(a).pair_rows(offsets), len(offsets) - 1
     r = []
-    for c0, c1 in _slabs(offsets, c):
-        # keep only the slab's columns, with their global ids
-        slab = sp.csr_array(a[:, c0:c1])
-        r.append(pair_rows(sp.csr_array((slab.data, slab.indices + c0, slab.indptr), shape=a.shape),
-                           offsets))
+    for j in range(c):
+        b0, b1 = block_bounds(k, c, j)
+        rj = np.zeros_like(full)
+        rj[:, b0:b1] = full[:, b0:b1]
+        r.append(rj)
     # process column j holds ranks (i, j) = i * c + j
     return (_plan_exchange(r, f, w, "spmm-15d-aware", lambda j, i: i * c + j, p)
             + _allreduce_15d(offsets, p, f, w, c))
@@ -246,9 +326,9 @@ def plan_spmm(a, algorithm, ranks, feat, *, offsets=None, itemsize=4, replicatio
 
     Parameters
     ----------
-    a : scipy sparse matrix
+    a : scipy sparse matrix or BlockCounts
         The matrix as it will be distributed (apply a partition's
-        permutation first).
+        permutation first), or its counts (:class:`BlockCounts`).
     algorithm : str
         A key of :data:`PLANNERS`.
     ranks : int
@@ -292,7 +372,7 @@ def plan_spmm(a, algorithm, ranks, feat, *, offsets=None, itemsize=4, replicatio
         raise DimensionMismatch(f"plan_spmm: {algorithm} on {ranks} ranks needs {blocks + 1} "
                                 f"non-decreasing offsets from 0 to n={n}, but got "
                                 f"{offsets.tolist() if offsets.size < 12 else offsets.size}")
-    events = PLANNERS[algorithm](sp.csr_array(a), offsets, ranks, feat, itemsize, **extra)
+    events = PLANNERS[algorithm](as_counts(a), offsets, ranks, feat, itemsize, **extra)
     return SpmmPlan(algorithm, ranks, feat, itemsize, events)
 
 

@@ -53,7 +53,7 @@ from ..comm.stats import allreduce_messages, model_allreduce
 from ..errors import CalibrationError, GridError
 from ..grid import AXES_3D, roles_for_layer, shapes_3d
 from ..layout import block_offsets
-from .events import gcn_3d_layers, plan_gcn_3d, plan_spmm
+from .events import as_counts, csr_block_nnz, gcn_3d_layers, plan_gcn_3d, plan_spmm
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "Step", "Prediction", "kind_of", "fit_nonneg",
            "fit_spmm", "fit_gemm", "fit_comm", "spmm_features", "gemm_features",
@@ -451,13 +451,7 @@ class Prediction:
 
 def _block_nnz(a, row_off, col_off):
     """``z[i, j]``: stored entries of ``a[row block i, column block j]``."""
-    a = sp.csr_array(a)
-    rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
-    i = np.searchsorted(row_off, rows, side="right") - 1
-    j = np.searchsorted(col_off, a.indices, side="right") - 1
-    z = np.zeros((len(row_off) - 1, len(col_off) - 1), dtype=np.int64)
-    np.add.at(z, (i, j), 1)
-    return z
+    return csr_block_nnz(sp.csr_array(a), row_off, col_off)
 
 
 def local_work(a, algorithm, ranks, *, offsets=None, replication=1, grid=None, layer=0):
@@ -465,23 +459,24 @@ def local_work(a, algorithm, ranks, *, offsets=None, replication=1, grid=None, l
 
     1D: the rank's row block.  1.5D: row block ``i`` restricted to column
     slab ``j`` for rank ``i·c + j``.  3D, layer ``l`` with roles ``(o, i,
-    d)``: the ``(d, o)`` block of A (even splits).
+    d)``: the ``(d, o)`` block of A (even splits).  ``a``: a matrix or its
+    :class:`~spgnn.plan.events.BlockCounts`.
     """
+    a = as_counts(a)
     n = a.shape[0]
     if algorithm == "3d":
         g = dict(zip(AXES_3D, grid))
         o, _, d = roles_for_layer(layer)
-        z = _block_nnz(a, block_offsets(n, g[d]), block_offsets(n, g[o]))
+        z = a.block_nnz(block_offsets(n, g[d]), block_offsets(n, g[o]))
         rows = np.diff(block_offsets(n, g[d]))
         return np.repeat(rows, g[o]), z.ravel()
     c = replication if algorithm.startswith("15d") else 1
     blocks = ranks // c
     off = np.asarray(block_offsets(n, blocks) if offsets is None else offsets, dtype=np.int64)
     if c == 1:
-        indptr = sp.csr_array(a).indptr
-        return np.diff(off), indptr[off[1:]] - indptr[off[:-1]]
+        return np.diff(off), np.asarray(a.row_block_nnz(off), dtype=np.int64)
     slab = np.asarray([off[block_offsets(blocks, c)[j]] for j in range(c)] + [n])
-    z = _block_nnz(a, off, slab)                    # rank i*c + j holds z[i, j]
+    z = a.block_nnz(off, slab)                    # rank i*c + j holds z[i, j]
     return np.repeat(np.diff(off), c), z.ravel()
 
 
@@ -532,7 +527,7 @@ def _allreduce_step(cal, layer, phase, name, elements, p, itemsize, group_of, gr
 
 def _predict_rowwise(a, algorithm, ranks, dims, cal, offsets, c, itemsize):
     """1D and 1.5D: the planner's SpMM events, then the local kernels and the dW all-reduce."""
-    at = sp.csr_array(a.T)
+    at = a.transpose()
     rows, nnz = local_work(a, algorithm, ranks, offsets=offsets, replication=c)
     rows_t, nnz_t = local_work(at, algorithm, ranks, offsets=offsets, replication=c)
     n_r = int(rows.max(initial=0))
@@ -595,14 +590,14 @@ def _predict_3d(a, ranks, dims, cal, grid, itemsize, agg_blocks=1, permutation=N
     g = dict(zip(AXES_3D, grid))
     n = a.shape[0]
     steps = []
-    variants = [a] if permutation is None else list(permutation.matrices(a))
+    variants = [a] if permutation is None else list(a.permuted(permutation))
     blocks = {}
 
     def block_nnz(layer, d, o):
         key = (layer % len(variants), g[d], g[o])
         if key not in blocks:
-            blocks[key] = _block_nnz(variants[key[0]], block_offsets(n, g[d]),
-                                     block_offsets(n, g[o])).ravel()
+            blocks[key] = variants[key[0]].block_nnz(block_offsets(n, g[d]),
+                                                     block_offsets(n, g[o])).ravel()
         return blocks[key]
 
     chunk_calls = (int(agg_blocks) - 1) * cal.spmm[0]
@@ -643,7 +638,8 @@ def predict_epoch(a, algorithm, ranks, dims, cal=DEFAULT_CALIBRATION, *, offsets
                   replication=1, grid=None, itemsize=4, agg_blocks=1, permutation=None):
     """The :class:`Prediction` of one GCN epoch on ``ranks`` ranks. Pure (nothing is launched).
 
-    ``a`` is the (permuted) n×n aggregation matrix, ``dims`` the widths
+    ``a`` is the (permuted) n×n aggregation matrix (or its
+    :class:`~spgnn.plan.events.BlockCounts`), ``dims`` the widths
     ``[D_0, ..., D_L]``, ``offsets`` the row partition (1D: P blocks, 1.5D:
     P/c blocks; default even), ``grid`` the 3D shape.  3d only (the options
     of ``train --algo 3d``): ``agg_blocks`` (``--agg-blocks K``) and
@@ -654,6 +650,7 @@ def predict_epoch(a, algorithm, ranks, dims, cal=DEFAULT_CALIBRATION, *, offsets
     """
     dims = [int(v) for v in dims]
     ranks = int(ranks)
+    a = as_counts(a)
     if algorithm == "3d":
         if grid is None or len(grid) != 3 or int(np.prod(grid)) != ranks:
             raise GridError(f"predict_epoch: 3d needs grid=(X, Y, Z) with product {ranks}, but "
@@ -666,7 +663,7 @@ def predict_epoch(a, algorithm, ranks, dims, cal=DEFAULT_CALIBRATION, *, offsets
     c = int(replication) if algorithm.startswith("15d") else 1
     if c < 1 or ranks % c:
         raise GridError(f"predict_epoch: replication c={c} must divide ranks={ranks}")
-    steps = _predict_rowwise(sp.csr_array(a), algorithm, ranks, dims, cal, offsets, c, itemsize)
+    steps = _predict_rowwise(a, algorithm, ranks, dims, cal, offsets, c, itemsize)
     return Prediction(algorithm, ranks, c, None, steps)
 
 
@@ -735,6 +732,7 @@ def predict_spmm(a, algorithm, ranks, feat, cal=DEFAULT_CALIBRATION, *, offsets=
     the slowest rank's local SpMM.
     """
     ranks, feat = int(ranks), int(feat)
+    a = as_counts(a)
     c = int(replication) if algorithm.startswith("15d") else 1
     extra = {}
     if algorithm == "3d":
