@@ -592,7 +592,8 @@ class TrainConfig:
         common = dict(adjacency=cfg.spec.adjacency, backend=cfg.backend,
                       dtype=np.dtype(cfg.dtype), normalize_features=not cfg.feature_dim)
         if cfg.sharded:          # the "read shards" step instead of "scatter"
-            dg = DistGraph.from_shards(cfg.graph, comm, cfg.placement(), block=block, **common)
+            dg = DistGraph.from_shards(cfg.graph, comm, cfg.placement(), block=block,
+                                       clock=clock, **common)
         elif cfg.generated and not any(comm.allgather_obj(graph is not None,
                                                           label="gnn-setup:meta")):
             # no rank loaded the graph: each rank draws its own rows

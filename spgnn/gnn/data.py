@@ -384,7 +384,7 @@ def shard_offsets(man, placement, grid):
 
 
 def read_shards(comm, grid, placement, directory, man, offsets, adjacency, normalize_features,
-                dtype, backend, block=None):
+                dtype, backend, block=None, stage=None):
     """The shard reader's steps 1, 2 and 4: ``(meta, Shards, files read)``. Collective.
 
     Each rank reads only the rows of its blocks (their part files), builds
@@ -394,8 +394,10 @@ def read_shards(comm, grid, placement, directory, man, offsets, adjacency, norma
     between ranks.  A missing or damaged file raises
     :class:`~spgnn.errors.ShardError` on every rank.  ``block``: rows
     already read (``--algo auto``; or a one-item list holding them, emptied), used when
-    they are exactly this rank's.
+    they are exactly this rank's.  ``stage``: a stage clock's ``stage`` (the reading is
+    timed as ``read-rows``, the rest as ``place``).
     """
+    stage = _no_stage if stage is None else stage
     n, f = man["n"], man["num_features"]
     layouts = placement.layouts(grid, n, offsets)
     lo, hi = row_span(grid, layouts, n, f)
@@ -403,16 +405,18 @@ def read_shards(comm, grid, placement, directory, man, offsets, adjacency, norma
     block = _take(block)
     if block is not None and (block.lo, block.hi) != (lo, hi):
         block = None
-    try:
-        if block is None:
-            block = shard_io.read_rows(directory, man, lo, hi)
-    except ShardError as exc:
-        err = exc
-    comm.agree(err)
+    with stage("read-rows"):
+        try:
+            if block is None:
+                block = shard_io.read_rows(directory, man, lo, hi)
+        except ShardError as exc:
+            err = exc
+        comm.agree(err)
     info = dict(n=n, f=f, c=man["num_classes"], offsets=tuple(offsets),
                 feature_form=man["feature_form"], counts=dict(man["counts"]))
-    meta, shards = place_rows(comm, grid, layouts, block, lo, info, adjacency,
-                              normalize_features, dtype, backend)
+    with stage("place"):
+        meta, shards = place_rows(comm, grid, layouts, block, lo, info, adjacency,
+                                  normalize_features, dtype, backend)
     return meta, shards, block.files
 
 
@@ -663,7 +667,7 @@ class DistGraph:
     @classmethod
     def from_shards(cls, directory, comm, placement="1d-aware", *, adjacency="gcn",
                     normalize_features=True, sparse_features=None, dtype=np.float32,
-                    backend=None, block=None):
+                    backend=None, block=None, clock=None):
         """Read a shard directory (``spgnn partition``, :mod:`spgnn.io.shards`) in parallel. Collective.
 
         Each rank reads only the part files holding its rows: no rank holds
@@ -685,7 +689,9 @@ class DistGraph:
         (:func:`spgnn.io.shards.read_rows`, ``--algo auto``; or a one-item
         list holding them, which is emptied so that they are freed once
         placed), used instead of reading them again when they are exactly
-        the rows it needs.
+        the rows it needs.  ``clock``: a stage clock (``clock.stage(name)``
+        context manager, :class:`spgnn.bench.StageClock`) timing the stages
+        ``read-rows`` and ``place``.
 
         ``shard_files`` (attribute, local): the part files this rank read.
 
@@ -721,7 +727,8 @@ class DistGraph:
                              f"reads the pattern only)")
         offsets = shard_offsets(man, placement, grid)
         meta, shards, files = read_shards(comm, grid, placement, directory, man, offsets,
-                                          adjacency, normalize_features, dtype, backend, block)
+                                          adjacency, normalize_features, dtype, backend, block,
+                                          stage=None if clock is None else clock.stage)
         if sparse_features is None:
             sparse_features = (not isinstance(placement, Plexus3D) and not on_device
                                and meta["nnz_x"] <= SPARSE_DENSITY * max(1, meta["n"] * meta["f"]))
