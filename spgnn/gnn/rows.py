@@ -164,7 +164,7 @@ def generate_rows(comm, spec, offsets=None, *, rows=None, features=None, labels=
     y = label_rows(labels, lo, hi) if labels is not None else g.labels(lo, hi)
     train, val, test = vertex_split(y, lo, hi, *split, seed=split_seed)
     return RowBlock(lo, hi, adj, deg, x, y, train, val, test, np.arange(lo, hi, dtype=np.int64),
-                    [], np.arange(n, dtype=np.int64), all_deg)
+                    [], np.arange(n, dtype=np.int64), all_deg, _table=all_deg)
 
 
 def feature_form_of(comm, block, n):

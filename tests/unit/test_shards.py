@@ -299,3 +299,17 @@ def test_sparse_features_are_stored_as_csr(tmp_path):
         return _blocks(ref) == _blocks(got) and type(ref.features) is type(got.features)
 
     assert all(run_loopback(2, fn))
+
+
+@pytest.mark.parametrize("n", [5, 1000])       # a lookup table, a binary search
+def test_degree_of_a_column_without_a_stored_degree_is_a_shard_error(n):
+    from spgnn.io.shards import RowBlock
+
+    a = sp.csr_array((2, n), dtype=np.float64)
+    z = np.zeros(2, bool)
+    block = RowBlock(0, 2, a, np.array([2.0, 3.0]), np.zeros((2, 1), np.float32),
+                     np.zeros(2, np.int64), z, z, z, np.arange(2), [],
+                     np.array([0, 1, 4]), np.array([2.0, 3.0, 7.0]))
+    assert block.degree_of(np.array([4, 0, 1, 4])).tolist() == [7.0, 2.0, 3.0, 7.0]
+    with pytest.raises(ShardError, match="has no stored degree"):
+        block.degree_of(np.array([0, 3]))
