@@ -99,8 +99,15 @@ def _prepare_root(args, blocks):
 
     from spgnn.io import load_adjacency
 
+    from spgnn.io._files import check_alloc
+
     adj, name = load_adjacency(args.graph, **graph_options(args))
     n = adj.shape[0]
+    # X (float32) and, with --check, its float64 copy and the float64 reference, whole on
+    # rank 0: estimated before any is drawn (issue 38: a MemoryError traceback)
+    check_alloc(n * args.feat * (4 + (16 if args.check else 0)), "spmm",
+                f"--feat {args.feat} ({n:,} x {args.feat:,} operand on rank 0"
+                f"{' with its float64 check' if args.check else ''})")
     if args.partition_file:
         perm, offsets = order_from_parts(read_partition_file(args.partition_file, n), blocks)
     else:

@@ -559,6 +559,8 @@ class TrainConfig:
             mg = MinibatchGraph.from_graph(graph, comm, mode=self.partition_mode, replication=c,
                                            root=0, dtype=dtype, backend=self.backend,
                                            normalize_features=not self.feature_dim)
+        rows = min(mg.n, self.batch_size * int(np.prod([f + 1 for f in self.fanout])))
+        self.check_model_size(comm, mg.num_features, mg.num_classes, rows)
         model = self.spec.build(mg.num_features, mg.num_classes, self)
         opt = Adam(model.param_groups(self.weight_decay), lr=self.lr)
         if self.hec is not None:
@@ -606,11 +608,47 @@ class TrainConfig:
             dg = DistGraph.from_graph(graph, comm, cfg.placement(), partition=cfg.partition,
                                       seed=cfg.seed, **common)
         lp = LabelPropagation(dg, cfg.label_prop, cfg.seed) if cfg.label_prop else None
-        model = cfg.spec.build(dg.num_features if lp is None else lp.num_features,
-                               dg.num_classes, cfg)
+        in_dim = dg.num_features if lp is None else lp.num_features
+        cfg.check_model_size(comm, in_dim, dg.num_classes, -(-dg.num_nodes // comm.size))
+        model = cfg.spec.build(in_dim, dg.num_classes, cfg)
         opt = Adam(model.param_groups(cfg.weight_decay), lr=cfg.lr)
         trainer = Trainer(model, FullGraph(dg, transform=lp), opt)
         return Built(trainer, [StalledLoss()], cfg, cfg.algo, auto)
+
+    def model_size_bytes(self, in_dim, num_classes, rows):
+        """``(bytes, weights)``: about what the model allocates per rank for ``rows`` rows. Pure.
+
+        The weights with their gradients and Adam's two moments (4 copies;
+        GraphSAGE has two weight matrices per layer, GAT's hidden layers are
+        ``hidden x heads`` wide), and three activations of every layer's width
+        (output, saved input, gradient) over ``rows`` rows: the arrays that
+        ``--hidden`` and ``--heads`` size, estimated before any is allocated.
+        """
+        heads = int(self.option("heads")) if "heads" in self.model_options else 1
+        width = int(self.hidden) * heads
+        dims = [int(in_dim)] + [width] * (int(self.layers) - 1) + [int(num_classes)]
+        per_layer = 2 if self.model.startswith("sage") else 1
+        weights = per_layer * sum(a * b for a, b in zip(dims[:-1], dims[1:]))
+        item = np.dtype(self.dtype).itemsize
+        return item * (4 * weights + 3 * int(rows) * sum(dims[1:])), weights
+
+    def check_model_size(self, comm, in_dim, num_classes, rows):
+        """Refuse a model too large for this machine before allocating it (issue 38:
+        ``--hidden 100000000`` ended in a MemoryError traceback). One agreed
+        :class:`~spgnn.errors.InputTooLarge` on every rank. Collective."""
+        from ..io._files import check_alloc
+
+        nbytes, weights = self.model_size_bytes(in_dim, num_classes, rows)
+        flags = f"--hidden {self.hidden}" + (f" --heads {self.option('heads')}"
+                                             if "heads" in self.model_options else "")
+        err = None
+        try:
+            check_alloc(nbytes, "train", f"{flags} (--model {self.model}: {weights:,} weights "
+                                         f"with their gradients and Adam state, activations of "
+                                         f"{int(rows):,} rows per rank)")
+        except ValueError as exc:       # every rank computes the same estimate
+            err = exc
+        comm.agree(err)
 
     def _auto_algorithms(self):
         return (("3d",) if self.wants_3d else (self.algo,) if self.algo.startswith("15d")
