@@ -18,7 +18,8 @@ from fractions import Fraction
 import numpy as np
 import scipy.sparse as sp
 
-from ..comm.stats import block_size, model_allgather, model_allreduce, model_alltoallv
+from ..comm.stats import (allreduce_messages, block_size, model_allgather, model_allreduce,
+                          model_alltoallv)
 from ..errors import DimensionMismatch, GridError
 from ..grid import AXES_3D, AbstractGrid, roles_for_layer, shapes_3d
 from ..layout import block_bounds, block_offsets, row_chunk_offsets
@@ -224,16 +225,28 @@ def _plan_exchange(r, f, w, label, rank_of, p):
     ``r[g]`` is the pair-row matrix of group ``g`` (``r[g][i, j]``: rows group
     member ``i`` needs from member ``j``); ``rank_of(g, i)`` the world rank.
     """
-    rows = {name: [None] * p for name in ("counts", "split", "ids", "max", "x")}
+    # model_alltoallv / model_allreduce of every member at once (O(k^2) numpy work per group:
+    # the per-member calls dominated plan --time at thousands of ranks)
+    names = ("counts", "split", "ids", "max", "x")
+    arrays = {name: np.zeros((3, p), dtype=np.int64) for name in names}
     for g, rg in enumerate(r):
+        rg = np.asarray(rg, dtype=np.int64)
         k = rg.shape[0]
-        for q in range(k):
-            world = rank_of(g, q)
-            rows["counts"][world] = ((k - 1) * 8, (k - 1) * 8, k - 1)
-            rows["split"][world] = model_allreduce(1, 8, k, q)
-            rows["ids"][world] = model_alltoallv(rg[q] * 8, rg[:, q] * 8, q)
-            rows["max"][world] = model_allreduce(1, 8, k, q)
-            rows["x"][world] = model_alltoallv(rg[:, q] * f * w, rg[q] * f * w, q)
+        world = np.array([rank_of(g, q) for q in range(k)], dtype=np.int64)
+        off = ~np.eye(k, dtype=bool)                    # peers only, as model_alltoallv
+        need = np.where(off, rg, 0)
+        asked = need.sum(axis=1)                        # rows member q asks for (its ids sent)
+        given = need.sum(axis=0)                        # rows member q is asked for
+        peers_asked = np.count_nonzero(need, axis=1)
+        peers_asking = np.count_nonzero(need, axis=0)
+        one = 2 * (1 - (np.arange(k) < 1 % k).astype(np.int64)) * 8 if k > 1 else np.zeros(k)
+        reduce_msgs = allreduce_messages(k)
+        arrays["counts"][:, world] = [[(k - 1) * 8] * k, [(k - 1) * 8] * k, [k - 1] * k]
+        for name in ("split", "max"):
+            arrays[name][:, world] = [one, one, [reduce_msgs] * k]
+        arrays["ids"][:, world] = [asked * 8, given * 8, peers_asked]
+        arrays["x"][:, world] = [given * f * w, asked * f * w, peers_asking]
+    rows = {name: list(zip(*(arrays[name][i].tolist() for i in range(3)))) for name in names}
     return [_event("alltoall", f"{label}:plan", ("row",), rows["counts"], "setup"),
             _event("allreduce:split", f"{label}:plan", ("row",), rows["split"], "setup"),
             _event("alltoallv", f"{label}:plan", ("row",), rows["ids"], "setup"),
@@ -735,9 +748,14 @@ def plan_gcn_3d(n, dims, grid_shape, *, itemsize=4, shard_weights=True, bias=Fal
     def allreduce(label, axis, elements):
         if G[axis] == 1:
             return []
-        rows = [model_allreduce(int(e), w, G[axis], int(coord[axis][r]))
-                for r, e in enumerate(elements)]
-        return [_event("allreduce", label, (axis,), rows)]
+        # model_allreduce for every rank at once (at thousands of ranks the per-rank calls
+        # were most of plan --time): the ring moves 2 (n - own block) items each way
+        e = np.asarray(elements, dtype=np.int64)
+        g, r = G[axis], coord[axis].astype(np.int64)
+        own = e // g + (r < e % g)
+        moved = 2 * (e - own) * w
+        msgs = np.where(e > 0, allreduce_messages(g), 0).astype(np.int64)
+        return [PlannedEvent("allreduce", label, (axis,), moved, moved.copy(), msgs)]
 
     def aggregate(axis, rows, cols):
         """The aggregation's all-reduce over ``axis`` of ``rows × cols`` blocks, in chunks."""
