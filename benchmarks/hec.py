@@ -94,10 +94,11 @@ PAPER_HIT_RATES = (0.71, 0.47, 0.37)
 ID_BYTES = 8
 
 
-def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5", split=None):
+def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5", split=None,
+        partition="metis"):
     """One ``train --json`` under mpiexec; the record plus halo/grad byte sums and the command."""
     cmd = ["mpiexec", "-n", str(ranks), sys.executable, "-m", "spgnn", "train", *graph_args(graph),
-           "--model", "sage", "--partition", "metis", "--seed", str(seed), "--epochs",
+           "--model", "sage", "--partition", partition, "--seed", str(seed), "--epochs",
            str(epochs), "--batch-size", str(batch), "--fanout", fanout, "--no-progress",
            "--json", *(["--split", split] if split else []), *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
@@ -244,7 +245,7 @@ def _jobs(args):
             for s in args.seeds:
                 def job(extra, g=g, p=p, s=s):
                     return run(g, p, s, args.epochs, args.batch_size, extra, args.fanout,
-                               args.split)
+                               args.split, args.partition)
                 yield g, p, s, job(["--hec", "off"]), job
 
 
@@ -387,6 +388,9 @@ def main(argv=None):
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--fanout", default="15,10,5")
+    ap.add_argument("--partition", default="metis", choices=("metis", "random", "balanced"),
+                    help="train's --partition (default metis; random cuts most edges, so the "
+                         "halo matters most)")
     ap.add_argument("--split", default=None, metavar="TRAIN:VAL",
                     help="train --split (a random split instead of the graph's own, e.g. 0.6:0.2)")
     ap.add_argument("--modes", nargs="*", default=["on", "none"], choices=("on", "none"),
