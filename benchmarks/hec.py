@@ -237,6 +237,47 @@ def three_way(recs):
     return "\n".join(lines)
 
 
+def seconds_to(rec, target):
+    """Training seconds (the slowest rank's, evaluations excluded) until the first evaluation
+    whose validation accuracy reaches ``target``; None when none does or the record predates
+    ``eval_history``."""
+    secs, curve = rec.get("epoch_seconds_history"), rec.get("eval_history")
+    if not secs or not curve:
+        return None
+    for epoch, val, _ in curve:
+        if val >= target:
+            return float(sum(secs[:epoch]))
+    return None
+
+
+def time_to_accuracy(recs, slack=0.01):
+    """Markdown: per graph, P and config, the mean epoch seconds and the seconds to reach the
+    ``--hec off`` runs' mean best validation accuracy less ``slack`` (runs that never do count
+    in the "reached" column only)."""
+    groups = {}
+    for r in recs:
+        groups.setdefault((r["bench_graph"], r["ranks"]), {}).setdefault(
+            config_name(r), []).append(r)
+    lines = ["| graph | P | config | epoch s (mean) | target val acc | reached | s to target "
+             "(mean of those reaching) |", "|---|---|---|---|---|---|---|"]
+    for (g, p), cfgs in groups.items():
+        off = cfgs.get("off") or []
+        bests = [r.get("best_val_acc") for r in off if r.get("best_val_acc") is not None]
+        if not bests:
+            continue
+        target = _mean(bests) - slack
+        for name in ["off", "on", "none"] + sorted(set(cfgs) - {"off", "on", "none"}):
+            rs = cfgs.get(name)
+            if not rs:
+                continue
+            t = [seconds_to(r, target) for r in rs]
+            hit = [v for v in t if v is not None]
+            lines.append(f"| {g} | {p} | {name} | {_mean([r['seconds_per_epoch'] for r in rs]):.3f}"
+                         f" | {target:.3f} | {len(hit)} of {len(rs)} | "
+                         f"{f'{_mean(hit):.2f}' if hit else '-'} |")
+    return "\n".join(lines)
+
+
 def _jobs(args):
     """Per graph, rank count and seed: ``(g, p, s, off, job)``, the ``--hec off`` record and
     ``job(extra)`` running the same training with other options."""
@@ -415,6 +456,9 @@ def main(argv=None):
     if args.report:
         recs = _load(args.report)
         print(three_way(recs) if any(r["hec"] == "none" for r in recs) else summary(recs))
+        if any(r.get("eval_history") for r in recs):
+            print()
+            print(time_to_accuracy(recs))
     elif args.plot_sweep:
         recs = _load(args.plot_sweep)
         plot_sweep(recs, args.figure)

@@ -102,7 +102,8 @@ def train(comm, config, *, progress=False):
     the first epoch, slowest rank), ``first_epoch_seconds``,
     ``setup_seconds``, ``setup_seconds_by_stage`` (max over ranks),
     ``peak_rss_bytes`` (:func:`spgnn.bench.peak_rss_bytes`: per rank and the
-    max), ``bytes_per_epoch`` (all ranks, last epoch),
+    max), ``epoch_seconds_history`` (this run's epochs, the slowest rank's
+    seconds each), ``bytes_per_epoch`` (all ranks, last epoch),
     ``bytes_per_epoch_constant``, ``bytes_per_epoch_max_rank``,
     ``bytes_per_epoch_by_label``, ``epoch_seconds_by_phase``
     (:meth:`Metrics.phase_report <spgnn.gnn.hooks.Metrics.phase_report>`),
@@ -182,6 +183,8 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
     t = np.asarray(metrics.seconds, dtype=np.float64)        # the first epoch loads kernels
     steady = t[1:] if t.size > 1 else t
     red = comm.allreduce(np.array([steady.sum(), t[:1].sum()]), op="max", label="train:report")
+    # the slowest rank's seconds of every epoch (time-to-accuracy with the evaluations below)
+    epoch_seconds = comm.allreduce(t, op="max", label="train:report").tolist() if t.size else []
     per_rank = comm.allgather_obj(metrics.bytes[-1] if metrics.bytes else 0, label="train:report")
     bytes_epoch = [h[2] for h in metrics.history]
     eg = trainer.eval_graph
@@ -195,6 +198,7 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
            "final_loss": metrics.history[-1][0] if metrics.history else None,
            "loss_history": metrics.losses,
            "seconds_per_epoch": float(red[0] / steady.size) if steady.size else None,
+           "epoch_seconds_history": epoch_seconds,
            "first_epoch_seconds": float(red[1]) if t.size else None,
            "setup_seconds": setup_seconds, "setup_seconds_by_stage": by_stage,
            "peak_rss_bytes": peak_rss_bytes(comm),
@@ -280,6 +284,7 @@ def _mode_report(comm, built, last, selection, restored, last_ev):
            "steps_per_epoch": trainer.steps_per_epoch, "fetch_bytes_per_epoch": fetch,
            "model_selection": "best-val" if restored else "last",
            "last_epoch_test_acc": last_ev["test_acc"], "last_epoch_val_acc": last_ev["val_acc"],
+           "eval_history": [] if selection is None else selection.curve,
            **best}
     if cfg.hec is not None:
         out.update(_hec_report(comm, trainer, last))

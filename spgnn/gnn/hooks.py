@@ -119,11 +119,14 @@ class EvaluateEvery(Hook):
         self.best = dict(best) if best else {"best_val_acc": None, "test_acc_at_best_val": None,
                                              "best_epoch": None}
         self.best_state = best_state
+        #: ``[epoch, val_acc, test_acc]`` of this run's evaluations (time-to-accuracy)
+        self.curve = []
 
     def on_epoch_end(self, trainer, record):
         if trainer.epoch % self.every:
             return False
         e = trainer.evaluate()
+        self.curve.append([trainer.epoch, e["val_acc"], e["test_acc"]])
         if self.best["best_val_acc"] is None or e["val_acc"] > self.best["best_val_acc"]:
             self.best = {"best_val_acc": e["val_acc"], "test_acc_at_best_val": e["test_acc"],
                          "best_epoch": trainer.epoch}

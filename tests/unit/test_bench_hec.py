@@ -32,3 +32,19 @@ def test_summary_and_sweep_tables():
     assert "50 / 25 / 10" in text
     sw = bench.sweep_table([dict(off, sweep=None), dict(on, sweep=["nc", 5])])
     assert "| nc | 5 | 0.790 | -1.0 |" in sw
+
+
+def test_time_to_accuracy_sums_the_epochs_until_the_target():
+    def rec(name, curve, secs, best=None):
+        return {"bench_graph": "g", "ranks": 4, "hec": name, "bench_extra": ["--hec", name],
+                "seconds_per_epoch": sum(secs) / len(secs), "epoch_seconds_history": secs,
+                "eval_history": curve, "best_val_acc": best}
+    off = rec("off", [[1, 0.5, 0.5], [2, 0.8, 0.7]], [1.0, 2.0], best=0.8)
+    on = rec("on", [[1, 0.795, 0.7], [2, 0.9, 0.9]], [0.5, 0.5])
+    none = rec("none", [[1, 0.3, 0.3], [2, 0.4, 0.4]], [0.1, 0.1])
+    assert bench.seconds_to(off, 0.79) == 3.0 and bench.seconds_to(on, 0.79) == 0.5
+    assert bench.seconds_to(none, 0.79) is None and bench.seconds_to({}, 0.5) is None
+    table = bench.time_to_accuracy([off, on, none]).splitlines()
+    assert table[2].endswith("| off | 1.500 | 0.790 | 1 of 1 | 3.00 |")
+    assert table[3].endswith("| on | 0.500 | 0.790 | 1 of 1 | 0.50 |")
+    assert table[4].endswith("| none | 0.100 | 0.790 | 0 of 1 | - |")
