@@ -1,0 +1,119 @@
+"""Per-rank memory model of full-graph GCN training (issue 37 item 4). Pure.
+
+A configuration's predicted per-rank peak is
+
+    baseline + max(setup transient, resident training arrays)
+
+* ``baseline``: the process before any data (interpreter plus numpy,
+  scipy, numba, mpi4py imports), measured at 85 MB per rank
+  (docs/scale.md, "Memory model"); override with ``baseline=`` or the
+  environment variable ``SPGNN_BASELINE_BYTES``.
+* setup transient: drawing, symmetrising and placing the rows, priced per
+  nonzero of the rank's share of Â (``SETUP_BYTES_PER_NNZ``, measured on
+  rmat:18:16 at 2 ranks, where every placement peaks in setup at hidden 16).
+* resident arrays: the rank's CSR blocks (int32 indices + float32 data +
+  int64 indptr, and a transposed copy for the backward SpMM), activations
+  and saved tensors per layer (float32, the rank's rows), the halo /
+  exchange buffers (the planner's per-rank received bytes in
+  ``Prediction.steps``), parameters with gradients and Adam's two moments,
+  features, labels and masks.
+
+The counts come from the same quantities the time model prices
+(:func:`spgnn.plan.model.local_work`), so every candidate of
+:func:`spgnn.plan.model.rank_configs` has one.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .events import as_counts
+from .model import local_work
+
+__all__ = ["BASELINE_BYTES", "SETUP_BYTES_PER_NNZ", "baseline_bytes", "resident_bytes",
+           "peak_bytes", "within_limit"]
+
+#: The process before data: interpreter + numpy/scipy/numba/mpi4py (measured, docs/scale.md).
+BASELINE_BYTES = 85 * 2 ** 20
+
+#: Setup transient per nonzero of a rank's share of Â, by algorithm family
+#: (rmat:18:16, 2 ranks, hidden 16: peaks 444, 652 and 1230 MB less the baseline).
+SETUP_BYTES_PER_NNZ = {"1d": 96.0, "15d": 151.0, "3d": 305.0}
+
+_F32, _I32, _I64 = 4, 4, 8
+
+
+def baseline_bytes(baseline=None):
+    """The fixed per-process bytes: ``baseline``, else ``$SPGNN_BASELINE_BYTES``, else the measure."""
+    if baseline is not None:
+        return int(baseline)
+    env = os.environ.get("SPGNN_BASELINE_BYTES")
+    return int(env) if env else BASELINE_BYTES
+
+
+def _family(algorithm):
+    return "3d" if algorithm == "3d" else "15d" if algorithm.startswith("15d") else "1d"
+
+
+def resident_bytes(a, prediction, dims, *, n_classes=None, offsets=None):
+    """Per-rank bytes of the training arrays of ``prediction``'s configuration (array by rank). Pure.
+
+    ``a``: the aggregation matrix Â or its block counts; ``dims``: layer
+    widths ``[features, hidden..., classes]``.  Returns a dict of arrays
+    (one entry per rank): ``graph``, ``activations``, ``halo``,
+    ``parameters``, ``data`` and ``total``.
+    """
+    p = prediction
+    rows, nnz = local_work(a, p.algorithm, p.ranks, offsets=offsets,
+                           replication=p.replication, grid=p.grid)
+    rows = np.asarray(rows, dtype=np.int64)
+    nnz = np.asarray(nnz, dtype=np.int64)
+    one_csr = nnz * (_I32 + _F32) + (rows + 1) * _I64
+    graph = 2 * one_csr                           # the block and its transpose (backward)
+    widths = sum(int(d) for d in dims)
+    activations = rows * widths * _F32 * 2        # outputs and the saved pre-activations
+    params = sum(int(dims[i]) * int(dims[i + 1]) + int(dims[i + 1]) for i in range(len(dims) - 1))
+    parameters = np.full(rows.shape, params * _F32 * 4, dtype=np.int64)   # w, grad, Adam m, v
+    data = rows * (int(dims[0]) * _F32 + _I64 + 3)                        # features, labels, masks
+    halo = np.zeros(rows.shape, dtype=np.int64)
+    for s in p.steps:
+        if s.kind == "compute":
+            continue
+        got = s.rank_bytes if s.rank_bytes is not None and len(s.rank_bytes) == len(rows) \
+            else np.full(rows.shape, s.nbytes)
+        halo = np.maximum(halo, np.asarray(got, dtype=np.int64))
+    halo = 2 * halo                               # send and receive buffers
+    total = graph + activations + parameters + data + halo
+    return {"graph": graph, "activations": activations, "halo": halo,
+            "parameters": parameters, "data": data, "total": total}
+
+
+def peak_bytes(a, prediction, dims, *, baseline=None, offsets=None):
+    """The predicted per-rank peak (bytes, the largest rank) of ``prediction``. Pure."""
+    a = as_counts(a)
+    res = resident_bytes(a, prediction, dims, offsets=offsets)["total"]
+    counts = as_counts(a)
+    total = int(np.asarray(counts.row_block_nnz([0, counts.shape[0]])).sum())
+    share = total / max(prediction.ranks, 1)
+    setup = SETUP_BYTES_PER_NNZ[_family(prediction.algorithm)] * share
+    return int(baseline_bytes(baseline) + max(setup, float(res.max())))
+
+
+def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offsets=None):
+    """``[(prediction, peak bytes)]`` of the ``predictions`` whose peak fits ``limit``. Pure.
+
+    Keeps the input order (the ranking).  ``a`` (Â or its block counts)
+    and ``dims`` are needed to price; without them every prediction is
+    kept with peak None (nothing known to exceed the limit).
+    """
+    out = []
+    for p in predictions:
+        if a is None or dims is None:
+            out.append((p, None))
+            continue
+        peak = peak_bytes(a, p, dims, baseline=baseline, offsets=offsets)
+        if peak <= int(limit):
+            out.append((p, peak))
+    return out

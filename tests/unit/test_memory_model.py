@@ -1,0 +1,49 @@
+"""The memory model's counts against the arrays they count (issue 37 item 4)."""
+
+import numpy as np
+import scipy.sparse as sp
+
+from spgnn.plan.memory import peak_bytes, resident_bytes, within_limit
+from spgnn.plan.model import rank_configs
+
+
+def _graph(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    a = sp.random(n, n, density=0.08, random_state=rng, format="csr")
+    a = (a + a.T + sp.eye(n)).tocsr()
+    return sp.csr_array(a)
+
+
+def _csr_bytes(m):
+    m = sp.csr_array(m)
+    return (m.indices.astype(np.int32).nbytes + m.data.astype(np.float32).nbytes
+            + m.indptr.astype(np.int64).nbytes)
+
+
+def test_1d_graph_blocks_are_the_row_blocks_and_their_transposes():
+    a = _graph()
+    preds = {p.algorithm: p for p in rank_configs(a, 4, [8, 5, 3])}
+    res = resident_bytes(a, preds["1d"], [8, 5, 3])
+    off = np.linspace(0, a.shape[0], 5).astype(int)
+    for r in range(4):
+        block = a[off[r]:off[r + 1]]
+        assert res["graph"][r] == 2 * _csr_bytes(block)
+        assert res["activations"][r] == block.shape[0] * 16 * 4 * 2
+
+
+def test_parameters_are_weights_gradients_and_two_adam_moments():
+    a = _graph()
+    p = rank_configs(a, 2, [8, 5, 3])[0]
+    res = resident_bytes(a, p, [8, 5, 3])
+    assert (res["parameters"] == (8 * 5 + 5 + 5 * 3 + 3) * 4 * 4).all()
+
+
+def test_within_limit_keeps_the_ranking_and_drops_what_does_not_fit():
+    a = _graph()
+    ranked = rank_configs(a, 4, [8, 5, 3])
+    peaks = [peak_bytes(a, p, [8, 5, 3], baseline=0) for p in ranked]
+    limit = sorted(peaks)[len(peaks) // 2]
+    kept = within_limit(ranked, limit, a=a, dims=[8, 5, 3], baseline=0)
+    assert [p for p, _ in kept] == [p for p, k in zip(ranked, peaks) if k <= limit]
+    assert all(k <= limit for _, k in kept)
+    assert within_limit(ranked, 0, a=a, dims=[8, 5, 3], baseline=0) == []
