@@ -137,6 +137,9 @@ class TrainConfig:
                                   "ranks first", metavar="C")
     grid: str = _opt(None, "XxYxZ for 3d (with --algo auto: use 3d on this grid; default for "
                            "3d: the most cubic)")
+    memory_limit: str = _opt(None, "bytes per rank (e.g. 2G): --algo auto skips configurations "
+                                   "whose predicted peak (spgnn.plan.memory) exceeds it "
+                                   "(default: none)", metavar="BYTES")
     permute: str = _opt("none", "3d: Plexus's double permutation (independent row and column "
                                 "orders, alternating by layer) to even out the nnz per rank",
                         choices=PERMUTES)
@@ -750,8 +753,17 @@ class TrainConfig:
                     + [int(graph.num_classes)])
         algo, c, grid, top = choose(comm, graph, dims, partition=self.partition, seed=self.seed,
                                     grid=self.grid, algorithms=self._auto_algorithms(),
-                                    permute=self.permute, agg_blocks=self.agg_blocks)
+                                    permute=self.permute, agg_blocks=self.agg_blocks,
+                                    memory_limit=self._memory_limit_bytes())
         return self._resolved(algo, c, grid), top
+
+    def _memory_limit_bytes(self):
+        """``memory_limit`` in bytes, or None (unset). Local."""
+        if self.memory_limit is None:
+            return None
+        from ..plan.memory import parse_bytes
+
+        return parse_bytes(self.memory_limit)
 
     @classmethod
     def from_options(cls, options):

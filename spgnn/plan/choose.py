@@ -53,7 +53,7 @@ def _configs(p, grid, algorithms):
 
 
 def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms, permute="none",
-                  agg_blocks=1):
+                  agg_blocks=1, memory_limit=None):
     a = aggregation_pattern(graph.adj)
     pattern = sp.csr_array(a - sp.eye_array(a.shape[0], format="csr") != 0, dtype=np.float32)
     # --permute double: the P_r, P_c the run draws (DistGraph: after the partition, from the
@@ -63,7 +63,28 @@ def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms, permute="no
                           agg_blocks=agg_blocks,
                           permutation_for=(lambda m: double_permutation(m, seed))
                           if permute == "double" else None)
-    return [r.to_dict() for r in ranked[:3]]
+    if memory_limit is None:
+        return [r.to_dict() for r in ranked[:3]]
+    return _fitting(ranked, memory_limit, a, dims)
+
+
+def _fitting(ranked, limit, a, dims):
+    """The top 3 of ``ranked`` whose predicted per-rank peak fits ``limit`` (ValueError if none)."""
+    from .memory import peak_bytes, within_limit
+
+    fits = within_limit(ranked, limit, a=a, dims=dims)
+    if not fits:
+        best = min(peak_bytes(a, r, dims) for r in ranked)
+        raise ValueError(f"--algo auto: no configuration fits in --memory-limit {int(limit):,d} "
+                         f"bytes per rank (the smallest predicted peak is {best:,d} bytes)")
+    skipped = [r.label for r in ranked if all(r is not f for f, _ in fits)]
+    out = []
+    for r, peak in fits[:3]:
+        d = r.to_dict()
+        d["memory_peak_bytes"] = peak
+        d["memory_skipped"] = skipped
+        out.append(d)
+    return out
 
 
 def _agree(comm, compute):
@@ -82,7 +103,7 @@ def _agree(comm, compute):
 
 
 def choose(comm, graph, dims, *, partition="none", seed=0, grid=None, algorithms=(),
-           permute="none", agg_blocks=1):
+           permute="none", agg_blocks=1, memory_limit=None):
     """``(algorithm, replication, grid or None, top3)`` on every rank. Collective.
 
     ``graph`` is needed on rank 0 only; ``grid`` (a ``XxYxZ`` string)
@@ -91,11 +112,16 @@ def choose(comm, graph, dims, *, partition="none", seed=0, grid=None, algorithms
     algorithm for ``--replication auto``).  ``permute`` and ``agg_blocks``
     (``train --permute double --agg-blocks K``) are priced on the 3d
     candidates: the nnz of the double-permuted shards, the K chunked
-    all-reduces.
+    all-reduces.  ``memory_limit`` (bytes per rank): skip the configurations
+    whose predicted per-rank peak (:mod:`spgnn.plan.memory`) exceeds it;
+    the returned dicts then carry ``memory_peak_bytes`` and
+    ``memory_skipped`` (the labels skipped); a ValueError on every rank when
+    none fits.
     """
     g = parse_grid(grid, comm.size, ndim=3, what="train: --grid") if grid else None
     return _agree(comm, lambda: _rank_on_root(graph, comm.size, dims, partition, seed, g,
-                                              tuple(algorithms), permute, agg_blocks))
+                                              tuple(algorithms), permute, agg_blocks,
+                                              memory_limit))
 
 
 def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorithms=()):

@@ -33,7 +33,7 @@ from .events import as_counts
 from .model import local_work
 
 __all__ = ["BASELINE_BYTES", "SETUP_BYTES_PER_NNZ", "baseline_bytes", "resident_bytes",
-           "peak_bytes", "within_limit"]
+           "peak_bytes", "within_limit", "parse_bytes", "default_limit"]
 
 #: The process before data: interpreter + numpy/scipy/numba/mpi4py (measured, docs/scale.md).
 BASELINE_BYTES = 85 * 2 ** 20
@@ -117,3 +117,29 @@ def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offset
         if peak <= int(limit):
             out.append((p, peak))
     return out
+
+
+_SUFFIX = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
+
+
+def parse_bytes(text, what="--memory-limit"):
+    """Bytes from ``text``: an integer with an optional K/M/G/T suffix (powers of 2), e.g. ``2G``. Pure.
+
+    Raises ValueError naming ``what`` on anything else or a value < 1.
+    """
+    t = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1:] if t[-1:] in _SUFFIX and t[-1:] else ""
+    try:
+        value = float(t[:-1] if unit else t) * _SUFFIX[unit]
+    except ValueError:
+        raise ValueError(f"{what} must be bytes such as 2G or 500M, but got {text!r}") from None
+    if not value >= 1:
+        raise ValueError(f"{what} must be at least 1 byte, but got {text!r}")
+    return int(value)
+
+
+def default_limit(ranks_on_host):
+    """This host's memory (``SPGNN_HOST_MEMORY`` overrides it) over the ranks on it. Local."""
+    from ..gnn.hec import host_memory_bytes
+
+    return host_memory_bytes() // max(int(ranks_on_host), 1)
