@@ -594,6 +594,8 @@ class TrainConfig:
                 cfg, auto, block = self._choose_from_rows(comm, clock, progress)
             else:
                 cfg, auto = self._choose(comm, graph)
+        elif self.memory_limit is not None and not (self.sharded or self.generated):
+            self._check_memory(comm, graph)
         common = dict(adjacency=cfg.spec.adjacency, backend=cfg.backend,
                       dtype=np.dtype(cfg.dtype), normalize_features=not cfg.feature_dim)
         if cfg.sharded:          # the "read shards" step instead of "scatter"
@@ -756,6 +758,35 @@ class TrainConfig:
                                     permute=self.permute, agg_blocks=self.agg_blocks,
                                     memory_limit=self._memory_limit_bytes())
         return self._resolved(algo, c, grid), top
+
+    def _check_memory(self, comm, graph):
+        """Refuse an explicit ``--algo`` whose predicted per-rank peak exceeds ``memory_limit``
+        before anything is placed (one agreed ValueError on every rank). Collective."""
+        err = None
+        limit = self._memory_limit_bytes()
+        if graph is not None:       # rank 0 holds the graph and prices the configuration
+            try:
+                from ..plan.choose import aggregation_pattern
+                from ..plan.memory import peak_bytes
+                from ..plan.model import candidate_configs, rank_configs
+
+                c = self.replication if self.algo.startswith("15d") else 1
+                grid = _grid_shape(self.grid) if self.algo == "3d" and self.grid else None
+                configs = ([("3d", 1, tuple(grid))] if grid else
+                           [cf for cf in candidate_configs(comm.size, (self.algo,))
+                            if cf[1] == c or self.algo == "3d"][:1])
+                dims = ([int(graph.features.shape[1])] + [self.hidden] * (self.layers - 1)
+                        + [int(graph.num_classes)])
+                a = aggregation_pattern(graph.adj)
+                pred = rank_configs(a, comm.size, dims, configs=configs)[0]
+                peak = peak_bytes(a, pred, dims)
+                if peak > limit:
+                    err = ValueError(f"--algo {pred.label}: predicted per-rank peak {peak:,d} "
+                                     f"bytes exceeds --memory-limit {limit:,d} bytes "
+                                     f"(spgnn.plan.memory)")
+            except (ValueError, IndexError) as exc:
+                err = ValueError(f"--memory-limit: cannot price --algo {self.algo}: {exc}")
+        comm.agree(err)
 
     def _memory_limit_bytes(self):
         """``memory_limit`` in bytes, or None (unset). Local."""

@@ -155,7 +155,12 @@ def describe(top, unit="epoch"):
             shape += f" --agg-blocks {r['agg_blocks']}"
         out.append(f"  {k + 1}. {r['algorithm']}{shape}: {r['seconds'] * 1e3:.3f} ms/{unit} "
                    f"predicted (compute {r['compute_seconds'] * 1e3:.3f}, communication "
-                   f"{r['comm_seconds'] * 1e3:.3f})")
+                   f"{r['comm_seconds'] * 1e3:.3f})"
+                   + (f", peak {r['memory_peak_bytes'] / 2 ** 20:,.0f} MiB/rank"
+                      if r.get("memory_peak_bytes") is not None else ""))
+    if top and top[0].get("memory_skipped"):
+        out.append(f"  skipped (predicted peak over --memory-limit): "
+                   f"{', '.join(top[0]['memory_skipped'])}")
     if len(top) == 1 and top[0].get("ranks") == 1:
         out.append("  (one rank: every configuration does the same work, so none was ranked)")
     return "\n".join(out)
