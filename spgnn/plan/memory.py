@@ -8,9 +8,10 @@ A configuration's predicted per-rank peak is
   scipy, numba, mpi4py imports), measured at 85 MB per rank
   (docs/scale.md, "Memory model"); override with ``baseline=`` or the
   environment variable ``SPGNN_BASELINE_BYTES``.
-* setup transient: drawing, symmetrising and placing the rows, priced per
-  nonzero of the rank's share of Â (``SETUP_BYTES_PER_NNZ``, measured on
-  rmat:18:16 at 2 ranks, where every placement peaks in setup at hidden 16).
+* setup transient: drawing, symmetrising and placing the rows: a fixed part
+  (``SETUP_FIXED_BYTES``) plus a price per nonzero of the rank's share of Â
+  (``SETUP_BYTES_PER_NNZ``), fitted on rmat:18:16 and rmat:20:16 at 2 ranks,
+  where every placement peaks in setup at hidden 16.
 * resident arrays: the rank's CSR blocks (int32 indices + float32 data +
   int64 indptr, and a transposed copy for the backward SpMM), activations
   and saved tensors per layer (float32, the rank's rows), the halo /
@@ -32,15 +33,19 @@ import numpy as np
 from .events import as_counts
 from .model import local_work
 
-__all__ = ["BASELINE_BYTES", "SETUP_BYTES_PER_NNZ", "baseline_bytes", "resident_bytes",
+__all__ = ["BASELINE_BYTES", "SETUP_BYTES_PER_NNZ", "SETUP_FIXED_BYTES", "baseline_bytes", "resident_bytes",
            "peak_bytes", "within_limit", "parse_bytes", "default_limit"]
 
 #: The process before data: interpreter + numpy/scipy/numba/mpi4py (measured, docs/scale.md).
 BASELINE_BYTES = 85 * 2 ** 20
 
-#: Setup transient per nonzero of a rank's share of Â, by algorithm family
-#: (rmat:18:16, 2 ranks, hidden 16: peaks 444, 652 and 1230 MB less the baseline).
-SETUP_BYTES_PER_NNZ = {"1d": 96.0, "15d": 151.0, "3d": 305.0}
+#: Setup transient per nonzero of a rank's share of Â, by algorithm family, fitted
+#: to ``peak_rss_bytes.max`` of rmat:18:16 and rmat:20:16 at 2 ranks (docs/scale.md).
+SETUP_BYTES_PER_NNZ = {"1d": 53.0, "15d": 104.0, "3d": 251.0}
+
+#: Setup transient independent of the graph's size (the kernels' JIT compilation and
+#: the setup's working sets; the intercept of the same fit).
+SETUP_FIXED_BYTES = 152_000_000
 
 _F32, _I32, _I64 = 4, 4, 8
 
@@ -97,7 +102,7 @@ def peak_bytes(a, prediction, dims, *, baseline=None, offsets=None):
     counts = as_counts(a)
     total = int(np.asarray(counts.row_block_nnz([0, counts.shape[0]])).sum())
     share = total / max(prediction.ranks, 1)
-    setup = SETUP_BYTES_PER_NNZ[_family(prediction.algorithm)] * share
+    setup = SETUP_FIXED_BYTES + SETUP_BYTES_PER_NNZ[_family(prediction.algorithm)] * share
     return int(baseline_bytes(baseline) + max(setup, float(res.max())))
 
 
