@@ -47,3 +47,42 @@ def test_within_limit_keeps_the_ranking_and_drops_what_does_not_fit():
     assert [p for p, _ in kept] == [p for p, k in zip(ranked, peaks) if k <= limit]
     assert all(k <= limit for _, k in kept)
     assert within_limit(ranked, 0, a=a, dims=[8, 5, 3], baseline=0) == []
+
+
+def test_parse_bytes_accepts_suffixes_and_refuses_the_rest():
+    import pytest
+
+    from spgnn.plan.memory import parse_bytes
+
+    assert parse_bytes("2G") == 2 * 2 ** 30
+    assert parse_bytes("500M") == 500 * 2 ** 20
+    assert parse_bytes("1234") == 1234
+    for bad in ("lots", "0", "-1G"):
+        with pytest.raises(ValueError, match="--memory-limit"):
+            parse_bytes(bad)
+
+
+def test_choose_skips_what_does_not_fit_and_refuses_when_nothing_does():
+    from types import SimpleNamespace
+
+    import spgnn
+    from spgnn.plan.choose import aggregation_pattern, choose
+
+    g = SimpleNamespace(adj=_graph(80))
+    dims = [8, 5, 3]
+    a = aggregation_pattern(g.adj)
+    peaks = sorted({peak_bytes(a, p, dims) for p in rank_configs(a, 2, dims)})
+    assert len(peaks) > 1
+
+    def fn(comm, limit):
+        try:
+            return choose(comm, g if comm.rank == 0 else None, dims, memory_limit=limit)[3]
+        except ValueError as exc:
+            return str(exc)
+
+    top = spgnn.run_loopback(2, fn, peaks[0])
+    assert top[0] == top[1]
+    assert all(r["memory_peak_bytes"] <= peaks[0] for r in top[0])
+    assert top[0][0]["memory_skipped"]
+    msgs = spgnn.run_loopback(2, fn, peaks[0] - 1)
+    assert all("no configuration fits" in m for m in msgs)
