@@ -109,15 +109,16 @@ def peak_bytes(a, prediction, dims, *, baseline=None, offsets=None):
 def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offsets=None):
     """``[(prediction, peak bytes)]`` of the ``predictions`` whose peak fits ``limit``. Pure.
 
-    Keeps the input order (the ranking).  ``a`` (Â or its block counts)
-    and ``dims`` are needed to price; without them every prediction is
-    kept with peak None (nothing known to exceed the limit).
+    Keeps the input order (the ranking).  ``a`` (Â or its
+    :class:`~spgnn.plan.events.BlockCounts`) and ``dims`` (the layer
+    widths) price the predictions; without them a ValueError (nothing is
+    kept unpriced).
     """
+    if a is None or dims is None:
+        raise ValueError("within_limit: pass a= (Â or its block counts) and dims= (the layer "
+                         "widths) to price the predictions")
     out = []
     for p in predictions:
-        if a is None or dims is None:
-            out.append((p, None))
-            continue
         peak = peak_bytes(a, p, dims, baseline=baseline, offsets=offsets)
         if peak <= int(limit):
             out.append((p, peak))

@@ -86,3 +86,11 @@ def test_choose_skips_what_does_not_fit_and_refuses_when_nothing_does():
     assert top[0][0]["memory_skipped"]
     msgs = spgnn.run_loopback(2, fn, peaks[0] - 1)
     assert all("no configuration fits" in m for m in msgs)
+
+
+def test_within_limit_refuses_to_keep_unpriced_predictions():
+    import pytest
+
+    a = _graph()
+    with pytest.raises(ValueError, match="dims"):
+        within_limit(rank_configs(a, 2, [8, 5, 3]), 10 ** 12)
