@@ -68,13 +68,13 @@ def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms, permute="no
     return _fitting(ranked, memory_limit, a, dims)
 
 
-def _fitting(ranked, limit, a, dims):
+def _fitting(ranked, limit, a, dims, training=True):
     """The top 3 of ``ranked`` whose predicted per-rank peak fits ``limit`` (ValueError if none)."""
     from .memory import peak_bytes, within_limit
 
-    fits = within_limit(ranked, limit, a=a, dims=dims)
+    fits = within_limit(ranked, limit, a=a, dims=dims, training=training)
     if not fits:
-        best = min(peak_bytes(a, r, dims) for r in ranked)
+        best = min(peak_bytes(a, r, dims, training=training) for r in ranked)
         raise ValueError(f"--algo auto: no configuration fits in --memory-limit {int(limit):,d} "
                          f"bytes per rank (the smallest predicted peak is {best:,d} bytes)")
     skipped = [r.label for r in ranked if all(r is not f for f, _ in fits)]
@@ -124,13 +124,14 @@ def choose(comm, graph, dims, *, partition="none", seed=0, grid=None, algorithms
                                               memory_limit))
 
 
-def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorithms=()):
+def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorithms=(),
+                memory_limit=None):
     """``spmm --algo auto`` / ``--replication auto``: the fastest predicted single SpMM. Collective.
 
     ``adj`` (rank 0 only) is the matrix as ``spgnn spmm`` multiplies it,
     partitioned like it (``partition`` of ``adj`` itself); the ranking is
     :func:`spgnn.plan.model.rank_spmm_configs`.  Returns what :func:`choose`
-    returns.
+    returns; ``memory_limit`` as there (one SpMM priced: ``training=False``).
     """
     g = parse_grid(grid, comm.size, ndim=3, what="spmm: --grid") if grid else None
 
@@ -138,6 +139,8 @@ def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorit
         ranked = rank_spmm_configs(adj, comm.size, feat, load_calibration(),
                                    configs=_configs(comm.size, g, tuple(algorithms)),
                                    offsets_for=_offsets_for(adj, adj, partition, seed))
+        if memory_limit is not None:
+            return _fitting(ranked, memory_limit, adj, [feat, feat], training=False)
         return [r.to_dict() for r in ranked[:3]]
 
     return _agree(comm, compute)

@@ -62,13 +62,14 @@ def _family(algorithm):
     return "3d" if algorithm == "3d" else "15d" if algorithm.startswith("15d") else "1d"
 
 
-def resident_bytes(a, prediction, dims, *, n_classes=None, offsets=None):
+def resident_bytes(a, prediction, dims, *, offsets=None, training=True):
     """Per-rank bytes of the training arrays of ``prediction``'s configuration (array by rank). Pure.
 
     ``a``: the aggregation matrix Â or its block counts; ``dims``: layer
     widths ``[features, hidden..., classes]``.  Returns a dict of arrays
     (one entry per rank): ``graph``, ``activations``, ``halo``,
-    ``parameters``, ``data`` and ``total``.
+    ``parameters``, ``data`` and ``total``.  ``training=False``: one SpMM
+    (``spgnn spmm``: X and Y only, no parameters, saved tensors or labels).
     """
     p = prediction
     rows, nnz = local_work(a, p.algorithm, p.ranks, offsets=offsets,
@@ -78,10 +79,13 @@ def resident_bytes(a, prediction, dims, *, n_classes=None, offsets=None):
     one_csr = nnz * (_I32 + _F32) + (rows + 1) * _I64
     graph = 2 * one_csr                           # the block and its transpose (backward)
     widths = sum(int(d) for d in dims)
-    activations = rows * widths * _F32 * 2        # outputs and the saved pre-activations
+    activations = rows * widths * _F32 * (2 if training else 1)   # outputs, saved inputs
     params = sum(int(dims[i]) * int(dims[i + 1]) + int(dims[i + 1]) for i in range(len(dims) - 1))
     parameters = np.full(rows.shape, params * _F32 * 4, dtype=np.int64)   # w, grad, Adam m, v
     data = rows * (int(dims[0]) * _F32 + _I64 + 3)                        # features, labels, masks
+    if not training:
+        parameters = np.zeros_like(parameters)
+        data = np.zeros_like(data)
     halo = np.zeros(rows.shape, dtype=np.int64)
     for s in p.steps:
         if s.kind == "compute":
@@ -95,10 +99,10 @@ def resident_bytes(a, prediction, dims, *, n_classes=None, offsets=None):
             "parameters": parameters, "data": data, "total": total}
 
 
-def peak_bytes(a, prediction, dims, *, baseline=None, offsets=None):
+def peak_bytes(a, prediction, dims, *, baseline=None, offsets=None, training=True):
     """The predicted per-rank peak (bytes, the largest rank) of ``prediction``. Pure."""
     a = as_counts(a)
-    res = resident_bytes(a, prediction, dims, offsets=offsets)["total"]
+    res = resident_bytes(a, prediction, dims, offsets=offsets, training=training)["total"]
     counts = as_counts(a)
     total = int(np.asarray(counts.row_block_nnz([0, counts.shape[0]])).sum())
     share = total / max(prediction.ranks, 1)
@@ -106,7 +110,8 @@ def peak_bytes(a, prediction, dims, *, baseline=None, offsets=None):
     return int(baseline_bytes(baseline) + max(setup, float(res.max())))
 
 
-def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offsets=None):
+def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offsets=None,
+                 training=True):
     """``[(prediction, peak bytes)]`` of the ``predictions`` whose peak fits ``limit``. Pure.
 
     Keeps the input order (the ranking).  ``a`` (Â or its
@@ -119,7 +124,7 @@ def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offset
                          "widths) to price the predictions")
     out = []
     for p in predictions:
-        peak = peak_bytes(a, p, dims, baseline=baseline, offsets=offsets)
+        peak = peak_bytes(a, p, dims, baseline=baseline, offsets=offsets, training=training)
         if peak <= int(limit):
             out.append((p, peak))
     return out
