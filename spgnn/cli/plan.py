@@ -61,6 +61,9 @@ def add_parser(sub):
     p.add_argument("--calibration", default=None, metavar="FILE",
                    help="with --time: calibration file (default $SPGNN_CALIBRATION or "
                         "~/.cache/spgnn/calibration.json, else built-in defaults)")
+    p.add_argument("--memory", action="store_true",
+                   help="with --time: each configuration's predicted per-rank peak bytes "
+                        "(spgnn.plan.memory) beside its time")
     p.add_argument("--top", type=int, default=5, help="with --time: configurations shown per P")
     p.add_argument("--permute", default="none", choices=PERMUTES,
                    help="with --time: price 3d with train's --permute double (the P_r, P_c "
@@ -268,7 +271,13 @@ def time_all(args, adj, ordered):
                               agg_blocks=args.agg_blocks,
                               permutation_for=(lambda m: double_permutation(m, args.seed))
                               if args.permute == "double" else None)
-        out.append({"ranks": p, "ranking": [r.to_dict() for r in ranked]})
+        ranking = [r.to_dict() for r in ranked]
+        if getattr(args, "memory", False):
+            from spgnn.plan.memory import peak_bytes
+
+            for r, d in zip(ranked, ranking):
+                d["memory_peak_bytes"] = peak_bytes(ahat, r, dims)
+        out.append({"ranks": p, "ranking": ranking})
     meta = {"dims": dims, "calibration": cal.meta.get("source", args.calibration or "file"),
             "permute": args.permute, "agg_blocks": args.agg_blocks,
             "calibrated": {"compute": "compute" in cal.meta, "comm": "comm" in cal.meta},
@@ -288,7 +297,9 @@ def _time_table(meta, timed, top):
                        for k, off in (("permute", "none"), ("agg_blocks", 1))
                        if meta.get(k, off) != off) + ")",
              f"{'ranks':>6} {'rank':>4} {'configuration':<20} {'epoch s':>11} {'compute s':>11} "
-             f"{'comm s':>11} {'max bytes/rank':>15}"]
+             f"{'comm s':>11} {'max bytes/rank':>15}"
+             + (f" {'peak bytes/rank':>16}" if timed and timed[0]["ranking"]
+                and "memory_peak_bytes" in timed[0]["ranking"][0] else "")]
     for entry in timed:
         for k, r in enumerate(entry["ranking"][:top]):
             name = r["algorithm"] + (f" {r['grid']}" if r["grid"] else
@@ -296,7 +307,9 @@ def _time_table(meta, timed, top):
                                      else "")
             lines.append(f"{entry['ranks']:>6} {k + 1:>4} {name:<20} {r['seconds']:>11.3e} "
                          f"{r['compute_seconds']:>11.3e} {r['comm_seconds']:>11.3e} "
-                         f"{r['comm_bytes_max_rank']:>15,d}")
+                         f"{r['comm_bytes_max_rank']:>15,d}"
+                         + (f" {r['memory_peak_bytes']:>16,d}" if "memory_peak_bytes" in r
+                            else ""))
         best = entry["ranking"][0]
         lines.append(f"{'':>6} chosen: {best['algorithm']}"
                      + (f" --grid {best['grid']}" if best["grid"] else "")

@@ -49,6 +49,9 @@ def add_parser(sub):
                                                   "spec (rmat:16:16)")
     add_graph_options(p)
     p.add_argument("--feat", type=int, default=64, help="columns of X (default 64)")
+    p.add_argument("--memory-limit", default=None, metavar="BYTES",
+                   help="bytes per rank (e.g. 2G): --algo auto skips configurations whose "
+                        "predicted peak (spgnn.plan.memory) exceeds it")
     p.add_argument("--algo", default="1d-aware", choices=("auto",) + DISTRIBUTED_ALGORITHMS,
                    help="auto: the configuration the performance model predicts fastest for "
                         "one multiply (rank 0 ranks, every rank runs its choice; the top 3 are "
@@ -140,8 +143,12 @@ def _choose(comm, args):
             err = exc
     comm.agree(err)
     algorithms = () if args.algo == "auto" else (args.algo,)
+    from ..plan.memory import parse_bytes
+
+    limit = None if args.memory_limit is None else parse_bytes(args.memory_limit)
     algo, c, grid, top = choose_spmm(comm, adj, args.feat, partition=args.partition,
-                                     seed=args.seed, grid=args.grid, algorithms=algorithms)
+                                     seed=args.seed, grid=args.grid, algorithms=algorithms,
+                                     memory_limit=limit)
     args.algo = algo
     args.replication = c if algo.startswith("15d") else (
         2 if args.replication == "auto" else args.replication)

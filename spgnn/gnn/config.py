@@ -137,6 +137,9 @@ class TrainConfig:
                                   "ranks first", metavar="C")
     grid: str = _opt(None, "XxYxZ for 3d (with --algo auto: use 3d on this grid; default for "
                            "3d: the most cubic)")
+    memory_limit: str = _opt(None, "bytes per rank (e.g. 2G): --algo auto skips configurations "
+                                   "whose predicted peak (spgnn.plan.memory) exceeds it "
+                                   "(default: none)", metavar="BYTES")
     permute: str = _opt("none", "3d: Plexus's double permutation (independent row and column "
                                 "orders, alternating by layer) to even out the nnz per rank",
                         choices=PERMUTES)
@@ -591,6 +594,8 @@ class TrainConfig:
                 cfg, auto, block = self._choose_from_rows(comm, clock, progress)
             else:
                 cfg, auto = self._choose(comm, graph)
+        elif self.memory_limit is not None and not (self.sharded or self.generated):
+            self._check_memory(comm, graph)
         common = dict(adjacency=cfg.spec.adjacency, backend=cfg.backend,
                       dtype=np.dtype(cfg.dtype), normalize_features=not cfg.feature_dim)
         if cfg.sharded:          # the "read shards" step instead of "scatter"
@@ -750,8 +755,46 @@ class TrainConfig:
                     + [int(graph.num_classes)])
         algo, c, grid, top = choose(comm, graph, dims, partition=self.partition, seed=self.seed,
                                     grid=self.grid, algorithms=self._auto_algorithms(),
-                                    permute=self.permute, agg_blocks=self.agg_blocks)
+                                    permute=self.permute, agg_blocks=self.agg_blocks,
+                                    memory_limit=self._memory_limit_bytes())
         return self._resolved(algo, c, grid), top
+
+    def _check_memory(self, comm, graph):
+        """Refuse an explicit ``--algo`` whose predicted per-rank peak exceeds ``memory_limit``
+        before anything is placed (one agreed ValueError on every rank). Collective."""
+        err = None
+        limit = self._memory_limit_bytes()
+        if graph is not None:       # rank 0 holds the graph and prices the configuration
+            try:
+                from ..plan.choose import aggregation_pattern
+                from ..plan.memory import peak_bytes
+                from ..plan.model import candidate_configs, rank_configs
+
+                c = self.replication if self.algo.startswith("15d") else 1
+                grid = _grid_shape(self.grid) if self.algo == "3d" and self.grid else None
+                configs = ([("3d", 1, tuple(grid))] if grid else
+                           [cf for cf in candidate_configs(comm.size, (self.algo,))
+                            if cf[1] == c or self.algo == "3d"][:1])
+                dims = ([int(graph.features.shape[1])] + [self.hidden] * (self.layers - 1)
+                        + [int(graph.num_classes)])
+                a = aggregation_pattern(graph.adj)
+                pred = rank_configs(a, comm.size, dims, configs=configs)[0]
+                peak = peak_bytes(a, pred, dims)
+                if peak > limit:
+                    err = ValueError(f"--algo {pred.label}: predicted per-rank peak {peak:,d} "
+                                     f"bytes exceeds --memory-limit {limit:,d} bytes "
+                                     f"(spgnn.plan.memory)")
+            except (ValueError, IndexError) as exc:
+                err = ValueError(f"--memory-limit: cannot price --algo {self.algo}: {exc}")
+        comm.agree(err)
+
+    def _memory_limit_bytes(self):
+        """``memory_limit`` in bytes, or None (unset). Local."""
+        if self.memory_limit is None:
+            return None
+        from ..plan.memory import parse_bytes
+
+        return parse_bytes(self.memory_limit)
 
     @classmethod
     def from_options(cls, options):

@@ -53,7 +53,7 @@ def _configs(p, grid, algorithms):
 
 
 def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms, permute="none",
-                  agg_blocks=1):
+                  agg_blocks=1, memory_limit=None):
     a = aggregation_pattern(graph.adj)
     pattern = sp.csr_array(a - sp.eye_array(a.shape[0], format="csr") != 0, dtype=np.float32)
     # --permute double: the P_r, P_c the run draws (DistGraph: after the partition, from the
@@ -63,7 +63,28 @@ def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms, permute="no
                           agg_blocks=agg_blocks,
                           permutation_for=(lambda m: double_permutation(m, seed))
                           if permute == "double" else None)
-    return [r.to_dict() for r in ranked[:3]]
+    if memory_limit is None:
+        return [r.to_dict() for r in ranked[:3]]
+    return _fitting(ranked, memory_limit, a, dims)
+
+
+def _fitting(ranked, limit, a, dims, training=True):
+    """The top 3 of ``ranked`` whose predicted per-rank peak fits ``limit`` (ValueError if none)."""
+    from .memory import peak_bytes, within_limit
+
+    fits = within_limit(ranked, limit, a=a, dims=dims, training=training)
+    if not fits:
+        best = min(peak_bytes(a, r, dims, training=training) for r in ranked)
+        raise ValueError(f"--algo auto: no configuration fits in --memory-limit {int(limit):,d} "
+                         f"bytes per rank (the smallest predicted peak is {best:,d} bytes)")
+    skipped = [r.label for r in ranked if all(r is not f for f, _ in fits)]
+    out = []
+    for r, peak in fits[:3]:
+        d = r.to_dict()
+        d["memory_peak_bytes"] = peak
+        d["memory_skipped"] = skipped
+        out.append(d)
+    return out
 
 
 def _agree(comm, compute):
@@ -82,7 +103,7 @@ def _agree(comm, compute):
 
 
 def choose(comm, graph, dims, *, partition="none", seed=0, grid=None, algorithms=(),
-           permute="none", agg_blocks=1):
+           permute="none", agg_blocks=1, memory_limit=None):
     """``(algorithm, replication, grid or None, top3)`` on every rank. Collective.
 
     ``graph`` is needed on rank 0 only; ``grid`` (a ``XxYxZ`` string)
@@ -91,20 +112,26 @@ def choose(comm, graph, dims, *, partition="none", seed=0, grid=None, algorithms
     algorithm for ``--replication auto``).  ``permute`` and ``agg_blocks``
     (``train --permute double --agg-blocks K``) are priced on the 3d
     candidates: the nnz of the double-permuted shards, the K chunked
-    all-reduces.
+    all-reduces.  ``memory_limit`` (bytes per rank): skip the configurations
+    whose predicted per-rank peak (:mod:`spgnn.plan.memory`) exceeds it;
+    the returned dicts then carry ``memory_peak_bytes`` and
+    ``memory_skipped`` (the labels skipped); a ValueError on every rank when
+    none fits.
     """
     g = parse_grid(grid, comm.size, ndim=3, what="train: --grid") if grid else None
     return _agree(comm, lambda: _rank_on_root(graph, comm.size, dims, partition, seed, g,
-                                              tuple(algorithms), permute, agg_blocks))
+                                              tuple(algorithms), permute, agg_blocks,
+                                              memory_limit))
 
 
-def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorithms=()):
+def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorithms=(),
+                memory_limit=None):
     """``spmm --algo auto`` / ``--replication auto``: the fastest predicted single SpMM. Collective.
 
     ``adj`` (rank 0 only) is the matrix as ``spgnn spmm`` multiplies it,
     partitioned like it (``partition`` of ``adj`` itself); the ranking is
     :func:`spgnn.plan.model.rank_spmm_configs`.  Returns what :func:`choose`
-    returns.
+    returns; ``memory_limit`` as there (one SpMM priced: ``training=False``).
     """
     g = parse_grid(grid, comm.size, ndim=3, what="spmm: --grid") if grid else None
 
@@ -112,6 +139,8 @@ def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorit
         ranked = rank_spmm_configs(adj, comm.size, feat, load_calibration(),
                                    configs=_configs(comm.size, g, tuple(algorithms)),
                                    offsets_for=_offsets_for(adj, adj, partition, seed))
+        if memory_limit is not None:
+            return _fitting(ranked, memory_limit, adj, [feat, feat], training=False)
         return [r.to_dict() for r in ranked[:3]]
 
     return _agree(comm, compute)
@@ -129,7 +158,12 @@ def describe(top, unit="epoch"):
             shape += f" --agg-blocks {r['agg_blocks']}"
         out.append(f"  {k + 1}. {r['algorithm']}{shape}: {r['seconds'] * 1e3:.3f} ms/{unit} "
                    f"predicted (compute {r['compute_seconds'] * 1e3:.3f}, communication "
-                   f"{r['comm_seconds'] * 1e3:.3f})")
+                   f"{r['comm_seconds'] * 1e3:.3f})"
+                   + (f", peak {r['memory_peak_bytes'] / 2 ** 20:,.0f} MiB/rank"
+                      if r.get("memory_peak_bytes") is not None else ""))
+    if top and top[0].get("memory_skipped"):
+        out.append(f"  skipped (predicted peak over --memory-limit): "
+                   f"{', '.join(top[0]['memory_skipped'])}")
     if len(top) == 1 and top[0].get("ranks") == 1:
         out.append("  (one rank: every configuration does the same work, so none was ranked)")
     return "\n".join(out)

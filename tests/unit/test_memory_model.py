@@ -1,0 +1,96 @@
+"""The memory model's counts against the arrays they count (issue 37 item 4)."""
+
+import numpy as np
+import scipy.sparse as sp
+
+from spgnn.plan.memory import peak_bytes, resident_bytes, within_limit
+from spgnn.plan.model import rank_configs
+
+
+def _graph(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    a = sp.random(n, n, density=0.08, random_state=rng, format="csr")
+    a = (a + a.T + sp.eye(n)).tocsr()
+    return sp.csr_array(a)
+
+
+def _csr_bytes(m):
+    m = sp.csr_array(m)
+    return (m.indices.astype(np.int32).nbytes + m.data.astype(np.float32).nbytes
+            + m.indptr.astype(np.int64).nbytes)
+
+
+def test_1d_graph_blocks_are_the_row_blocks_and_their_transposes():
+    a = _graph()
+    preds = {p.algorithm: p for p in rank_configs(a, 4, [8, 5, 3])}
+    res = resident_bytes(a, preds["1d"], [8, 5, 3])
+    off = np.linspace(0, a.shape[0], 5).astype(int)
+    for r in range(4):
+        block = a[off[r]:off[r + 1]]
+        assert res["graph"][r] == 2 * _csr_bytes(block)
+        assert res["activations"][r] == block.shape[0] * 16 * 4 * 2
+
+
+def test_parameters_are_weights_gradients_and_two_adam_moments():
+    a = _graph()
+    p = rank_configs(a, 2, [8, 5, 3])[0]
+    res = resident_bytes(a, p, [8, 5, 3])
+    assert (res["parameters"] == (8 * 5 + 5 + 5 * 3 + 3) * 4 * 4).all()
+
+
+def test_within_limit_keeps_the_ranking_and_drops_what_does_not_fit():
+    a = _graph()
+    ranked = rank_configs(a, 4, [8, 5, 3])
+    peaks = [peak_bytes(a, p, [8, 5, 3], baseline=0) for p in ranked]
+    limit = sorted(peaks)[len(peaks) // 2]
+    kept = within_limit(ranked, limit, a=a, dims=[8, 5, 3], baseline=0)
+    assert [p for p, _ in kept] == [p for p, k in zip(ranked, peaks) if k <= limit]
+    assert all(k <= limit for _, k in kept)
+    assert within_limit(ranked, 0, a=a, dims=[8, 5, 3], baseline=0) == []
+
+
+def test_parse_bytes_accepts_suffixes_and_refuses_the_rest():
+    import pytest
+
+    from spgnn.plan.memory import parse_bytes
+
+    assert parse_bytes("2G") == 2 * 2 ** 30
+    assert parse_bytes("500M") == 500 * 2 ** 20
+    assert parse_bytes("1234") == 1234
+    for bad in ("lots", "0", "-1G"):
+        with pytest.raises(ValueError, match="--memory-limit"):
+            parse_bytes(bad)
+
+
+def test_choose_skips_what_does_not_fit_and_refuses_when_nothing_does():
+    from types import SimpleNamespace
+
+    import spgnn
+    from spgnn.plan.choose import aggregation_pattern, choose
+
+    g = SimpleNamespace(adj=_graph(80))
+    dims = [8, 5, 3]
+    a = aggregation_pattern(g.adj)
+    peaks = sorted({peak_bytes(a, p, dims) for p in rank_configs(a, 2, dims)})
+    assert len(peaks) > 1
+
+    def fn(comm, limit):
+        try:
+            return choose(comm, g if comm.rank == 0 else None, dims, memory_limit=limit)[3]
+        except ValueError as exc:
+            return str(exc)
+
+    top = spgnn.run_loopback(2, fn, peaks[0])
+    assert top[0] == top[1]
+    assert all(r["memory_peak_bytes"] <= peaks[0] for r in top[0])
+    assert top[0][0]["memory_skipped"]
+    msgs = spgnn.run_loopback(2, fn, peaks[0] - 1)
+    assert all("no configuration fits" in m for m in msgs)
+
+
+def test_within_limit_refuses_to_keep_unpriced_predictions():
+    import pytest
+
+    a = _graph()
+    with pytest.raises(ValueError, match="dims"):
+        within_limit(rank_configs(a, 2, [8, 5, 3]), 10 ** 12)
