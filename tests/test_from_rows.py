@@ -222,3 +222,30 @@ def test_shard_parts_no_candidate_can_place_are_one_error_naming_the_fix(tmp_pat
     # gat trains 1d/1d-aware only: 3 blocks of 4 parts cannot be; gcn can still take 3d
     assert all("re-partition with --parts 3" in e for e in run_loopback(3, fn, "gat"))
     assert set(run_loopback(3, fn, "gcn")) <= {"3d", "15d", "15d-aware"}
+
+
+@pytest.mark.parametrize("p", [2, 3])
+def test_memory_limit_from_rows_prices_like_the_whole_matrix(p):
+    """The memory model reads the same counts: the peaks and the configurations skipped under
+    ``memory_limit`` are those of ``choose()`` on the whole graph, and none fitting is one error."""
+    cfg = TrainConfig(graph="rmat:7:6:3", features="random:5", labels="random:3")
+    g = cfg.load_graph()
+    a = aggregation_pattern(g.adj)
+    n = a.shape[0]
+    off = np.linspace(0, n, p + 1).astype(int)
+
+    def fn(comm, limit):
+        lo, hi = int(off[comm.rank]), int(off[comm.rank + 1])
+        try:
+            mine = choose_from_rows(comm, a[lo:hi], lo, n, DIMS, memory_limit=limit)
+        except ValueError as exc:
+            return str(exc)
+        return mine, choose(comm, g if comm.rank == 0 else None, DIMS, memory_limit=limit)
+
+    for mine, whole in run_loopback(p, fn, 10**12):
+        assert mine == whole and mine[3][0]["memory_peak_bytes"] > 0
+    peaks = sorted({d["memory_peak_bytes"] for d in mine[3]})
+    for mine, whole in run_loopback(p, fn, peaks[0]):      # only the smallest peaks fit
+        assert mine == whole and all(d["memory_peak_bytes"] <= peaks[0] for d in mine[3])
+    assert all("no configuration fits in --memory-limit 1 bytes" in m
+               for m in run_loopback(p, fn, 1))

@@ -594,7 +594,11 @@ class TrainConfig:
                 cfg, auto, block = self._choose_from_rows(comm, clock, progress)
             else:
                 cfg, auto = self._choose(comm, graph)
-        elif self.memory_limit is not None and not (self.sharded or self.generated):
+        elif self.memory_limit is not None:
+            if self.sharded or self.generated:
+                comm.agree(ValueError("--memory-limit with an explicit --algo is not priced on "
+                                      "generator specs and shard directories yet; use --algo "
+                                      "auto on a generator spec, or leave it out"))
             self._check_memory(comm, graph)
         common = dict(adjacency=cfg.spec.adjacency, backend=cfg.backend,
                       dtype=np.dtype(cfg.dtype), normalize_features=not cfg.feature_dim)
@@ -737,7 +741,8 @@ class TrainConfig:
             algo, c, grid, top = choose_from_rows(
                 comm, block.adj, off[r], n, dims, grid=self.grid,
                 algorithms=self._auto_algorithms(), permute=self.permute,
-                agg_blocks=self.agg_blocks, row_blocks=row_blocks, add_identity=True)
+                agg_blocks=self.agg_blocks, row_blocks=row_blocks, add_identity=True,
+                memory_limit=self._memory_limit_bytes())
         return self._resolved(algo, c, grid), top, [block]    # placement empties the list
 
     def _choose(self, comm, graph):

@@ -96,16 +96,17 @@ def resident_bytes(a, prediction, dims, *, offsets=None, training=True):
     halo = 2 * halo                               # send and receive buffers
     total = graph + activations + parameters + data + halo
     return {"graph": graph, "activations": activations, "halo": halo,
-            "parameters": parameters, "data": data, "total": total}
+            "parameters": parameters, "data": data, "total": total,
+            "nnz_total": int(nnz.sum())}
 
 
 def peak_bytes(a, prediction, dims, *, baseline=None, offsets=None, training=True):
     """The predicted per-rank peak (bytes, the largest rank) of ``prediction``. Pure."""
     a = as_counts(a)
-    res = resident_bytes(a, prediction, dims, offsets=offsets, training=training)["total"]
-    counts = as_counts(a)
-    total = int(np.asarray(counts.row_block_nnz([0, counts.shape[0]])).sum())
-    share = total / max(prediction.ranks, 1)
+    priced = resident_bytes(a, prediction, dims, offsets=offsets, training=training)
+    res = priced["total"]
+    # every stored entry of Â lies in exactly one rank's block (3d: one per (d, o) block)
+    share = priced["nnz_total"] / max(prediction.ranks, 1)
     setup = SETUP_FIXED_BYTES + SETUP_BYTES_PER_NNZ[_family(prediction.algorithm)] * share
     return int(baseline_bytes(baseline) + max(setup, float(res.max())))
 
