@@ -484,7 +484,13 @@ def _shard_plans(args):
 
 def run(args):
     from . import _shards
+    if getattr(args, "memory", False) and not args.time:
+        raise ValueError("plan: --memory applies with --time (it prices the ranked "
+                         "configurations)")
     if _shards.is_shard_dir(args.graph):
+        if getattr(args, "memory", False):
+            raise ValueError("plan: --memory is not priced on shard directories yet (the memory "
+                             "model reads even row blocks); leave it out")
         got = _shard_plans(args)            # every rank reads its share of the shards
         if got is None:
             return 0

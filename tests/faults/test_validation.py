@@ -21,6 +21,8 @@ CASES = {
                             "--alpha must be a finite number >= 0"),
     "plan-beta-nan": (["plan", "--graph", "rmat:8", "--alpha", "1e-6", "--beta", "nan"],
                       "--beta must be a finite number >= 0"),
+    "plan-memory-without-time": (["plan", "--graph", "rmat:8", "--memory"],
+                                 "--memory applies with --time"),
     "plan-ranks-huge": (["plan", "--graph", "rmat:8", "--ranks", "100000000"],
                         "--ranks must be at most"),
     "spmm-grid-not-3d": (["spmm", "--graph", "rmat:8", "--algo", "1d-aware", "--grid", "1x1x1"],
