@@ -41,6 +41,7 @@ SUITES = {
     "scale": "setup, epoch and peak memory of train as the graph grows (medians of fresh jobs)",
     "streaming_partition": "the streaming partitioner LDG against METIS and random: cut, balance",
     "edgelist_gen": "writes a large synthetic text edge list (spgnn partition's streaming path)",
+    "memory_peak_shards": "the memory model's predicted per-rank peak of a shard directory",
 }
 
 

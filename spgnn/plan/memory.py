@@ -34,7 +34,7 @@ from .events import as_counts
 from .model import local_work
 
 __all__ = ["BASELINE_BYTES", "SETUP_BYTES_PER_NNZ", "SETUP_FIXED_BYTES", "baseline_bytes", "resident_bytes",
-           "peak_bytes", "within_limit", "parse_bytes", "default_limit"]
+           "peak_bytes", "within_limit", "parse_bytes"]
 
 #: The process before data: interpreter + numpy/scipy/numba/mpi4py (measured, docs/scale.md).
 BASELINE_BYTES = 85 * 2 ** 20
@@ -148,10 +148,3 @@ def parse_bytes(text, what="--memory-limit"):
     if not value >= 1:
         raise ValueError(f"{what} must be at least 1 byte, but got {text!r}")
     return int(value)
-
-
-def default_limit(ranks_on_host):
-    """This host's memory (``SPGNN_HOST_MEMORY`` overrides it) over the ranks on it. Local."""
-    from ..gnn.hec import host_memory_bytes
-
-    return host_memory_bytes() // max(int(ranks_on_host), 1)
