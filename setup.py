@@ -32,7 +32,9 @@ setup(
         # networkx: the spgnn.interop tests (zero-copy DLPack proofs) run in CI too
         # cuda-bindings + NVRTC (~190 MB, no GPU needed): tests/cuda_host compiles every
         # CUDA source to machine code in CI
-        "test": ["pytest>=7", "hypothesis>=6.80", "pytest-timeout", "pymetis", "matplotlib",
+        # pytest-xdist: CI runs the suite on both cores (-n 2), see docs/testing.md
+        "test": ["pytest>=7", "hypothesis>=6.80", "pytest-timeout", "pytest-xdist", "pymetis",
+                 "matplotlib",
                  "torch==2.13.0", "torch_geometric", "networkx", "cuda-bindings==13.*",
                  "nvidia-cuda-nvrtc==13.*"],
         "partition": ["pymetis"],
