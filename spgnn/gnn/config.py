@@ -564,9 +564,9 @@ class TrainConfig:
             mg = hg.mg
             if self.model_selection == "best-val" and self.eval_every and \
                     not mg.full.counts.get("val"):       # the manifest's: every rank alike
-                raise ValueError(f"train: --model-selection best-val needs validation "
-                                 f"vertices, but the shards in {self.graph} have none "
-                                 f"(choose --model-selection last)")
+                comm.agree(ValueError(f"train: --model-selection best-val needs validation "
+                                      f"vertices, but the shards in {self.graph} have none "
+                                      f"(choose --model-selection last)"))
         elif self.hec is not None:
             hg = HaloGraph.build(graph, comm, method=self.partition, seed=self.seed, dtype=dtype,
                                  backend=self.backend)

@@ -168,22 +168,12 @@ class HaloGraph:
                 err = exc
         comm.agree(err)
         man = comm.bcast_obj(man, root=0, label="hec:setup")
-        method = man.get("partition", {}).get("method", "none")
-        counts = man.get("counts", {})
-        offsets = part_blocks(man["offsets"], comm.size)
-        if partition not in (None, "none", method):
-            raise ValueError(f"HaloGraph.from_shards: {directory} holds shards partitioned with "
-                             f"'{method}' (spgnn partition --method); --partition {partition} "
-                             f"cannot apply (leave it out)")
-        if offsets is None:
-            k = len(man["offsets"]) - 1
-            raise GridError(f"HaloGraph.from_shards: the shards in {directory} have K={k} parts, but partitioned "
-                            f"minibatch training on {comm.size} ranks needs one part per rank "
-                            f"(or a divisor or multiple of {comm.size} parts); re-partition with "
-                            f"'spgnn partition --parts {comm.size}'")
-        if not counts.get("train", 0):
-            raise ValueError(f"HaloGraph.from_shards: the shards in {directory} have no training "
-                             f"vertices")
+        offsets, err = None, None
+        try:
+            offsets = _shard_parts(man, directory, comm.size, partition)
+        except (ValueError, GridError) as exc:      # every rank alike (the manifest's)
+            err = exc
+        comm.agree(err)
         lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
         n = int(man["n"])
         block, err = None, None
@@ -241,6 +231,30 @@ class HaloGraph:
 
     def owner(self, ids):
         return self.features.owner(ids)
+
+
+def _shard_parts(man, directory, size, partition):
+    """The ``size + 1`` id boundaries of the ranks' parts from a manifest. Pure.
+
+    Raises ValueError (``partition`` is not the shards' method; no training
+    vertex) or GridError (neither of ``K`` and ``size`` divides the other).
+    """
+    method = man.get("partition", {}).get("method", "none")
+    if partition not in (None, "none", method):
+        raise ValueError(f"HaloGraph.from_shards: {directory} holds shards partitioned with "
+                         f"'{method}' (spgnn partition --method); --partition {partition} "
+                         f"cannot apply (leave it out)")
+    offsets = part_blocks(man["offsets"], size)
+    if offsets is None:
+        k = len(man["offsets"]) - 1
+        raise GridError(f"HaloGraph.from_shards: the shards in {directory} have K={k} parts, "
+                        f"but partitioned minibatch training on {size} ranks needs one part "
+                        f"per rank (or a divisor or multiple of {size} parts); re-partition "
+                        f"with 'spgnn partition --parts {size}'")
+    if not man.get("counts", {}).get("train", 0):
+        raise ValueError(f"HaloGraph.from_shards: the shards in {directory} have no training "
+                         f"vertices")
+    return offsets
 
 
 class OwnedRows:
