@@ -189,16 +189,17 @@ class HaloGraph:
         comm.agree(err)
         # the sampler's view: GraphSAGE's neighbour pattern of my rows (the shards'
         # A' has no self-loops and is symmetric; weights dropped), global column ids
-        pattern = sp.csr_array(block.adj, copy=True)
-        pattern.eliminate_zeros()
-        pattern.data[:] = 1.0
+        pattern = block.adj
+        if not np.all(pattern.data != 0):       # a stored zero is no edge (copy only then)
+            pattern = sp.csr_array(pattern, copy=True)
+            pattern.eliminate_zeros()
         rows_ptr = np.asarray(pattern.indptr, dtype=np.int64)
         indptr = np.empty(n + 1, dtype=np.int64)
         indptr[:lo + 1] = 0
         indptr[lo + 1:hi + 1] = rows_ptr[1:]
         indptr[hi + 1:] = rows_ptr[-1]
-        view = LocalGraph(sp.csr_array((pattern.data, pattern.indices, indptr), shape=(n, n)),
-                          backend=backend)
+        view = LocalGraph(sp.csr_array((np.ones(pattern.nnz), pattern.indices, indptr),
+                                       shape=(n, n)), backend=backend)
         del pattern
         deg = np.diff(rows_ptr)
         dmax = comm.allreduce(np.array([deg.max(initial=0)], dtype=np.int64), op="max",
