@@ -176,7 +176,8 @@ class TrainConfig:
                                       "accuracy (default when evaluating) or of the last epoch",
                                 _MINIBATCH, choices=SELECTIONS)
     # --- partitioned minibatch training and the HEC
-    hec: str = _opt(None, "partitioned training (needs --partition metis|random|balanced): 'on' "
+    hec: str = _opt(None, "partitioned training (needs --partition metis|random|balanced, or a "
+                          "shard directory as --graph: its parts): 'on' "
                           "caches halo embeddings pushed asynchronously, 'off' fetches halo "
                           "features exactly every iteration, 'none' drops remote neighbours "
                           "(no halo traffic: the baseline)", _HEC, choices=HEC_MODES)
