@@ -7,13 +7,14 @@ same bit for bit.  Loopback ranks in this process (the command's ``train`` funct
 the one-line refusal, which needs the command under mpiexec."""
 
 import argparse
+import shutil
 
 import numpy as np
 import pytest
 
 from spgnn.cli import train as cli_train
 from spgnn.comm import run_loopback
-from spgnn.errors import GridError
+from spgnn.errors import GridError, ShardError
 from spgnn.gnn.partitioned import HaloGraph
 from spgnn.io import load_graph
 from spgnn.partition.to_shards import partition_to_shards
@@ -47,7 +48,7 @@ def _train(nprocs, *extra):
     return run_loopback(nprocs, lambda comm: cli_train.train(comm, config), timeout=300)[0]
 
 
-@pytest.mark.parametrize("ranks,hec", [(2, "off"), (3, "on")])
+@pytest.mark.parametrize("ranks,hec", [(2, "off"), (3, "on"), (2, "none")])
 def test_from_shards_equals_the_in_memory_partitioned_run(shards, ranks, hec):
     got = _train(ranks, "--graph", str(shards[ranks]), "--hec", hec)
     want = _train(ranks, "--graph", GRAPH, "--partition", "random", "--hec", hec)
@@ -89,11 +90,18 @@ def test_k_a_multiple_of_p_coarsens_and_each_rank_holds_its_rows_only(shards):
     assert sum(len(g["train"]) for g in got) == man["counts"]["train"]
 
 
-def test_unsupported_combinations_are_refused_by_name(shards):
+def test_unsupported_combinations_are_refused_by_name(shards, tmp_path):
     with pytest.raises(ValueError, match="without --hec samples the whole graph; give --hec"):
         _config("--graph", str(shards[2]))
     with pytest.raises(GridError, match="K=3 parts.*--parts 2"):
         _train(2, "--graph", str(shards[3]), "--hec", "off")
+    # a damaged part is one ShardError (every rank; rank 1's file, rank 0 fails too)
+    bad = tmp_path / "bad"
+    shutil.copytree(shards[2], bad)
+    part = bad / "part-00001.npz"
+    part.write_bytes(part.read_bytes()[:-100])
+    with pytest.raises(ShardError, match="part-00001"):
+        _train(2, "--graph", str(bad), "--hec", "off")
 
 
 def _mpi(test):
