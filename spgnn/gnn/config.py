@@ -176,7 +176,8 @@ class TrainConfig:
                                       "accuracy (default when evaluating) or of the last epoch",
                                 _MINIBATCH, choices=SELECTIONS)
     # --- partitioned minibatch training and the HEC
-    hec: str = _opt(None, "partitioned training (needs --partition metis|random|balanced): 'on' "
+    hec: str = _opt(None, "partitioned training (needs --partition metis|random|balanced, or a "
+                          "shard directory as --graph: its parts): 'on' "
                           "caches halo embeddings pushed asynchronously, 'off' fetches halo "
                           "features exactly every iteration, 'none' drops remote neighbours "
                           "(no halo traffic: the baseline)", _HEC, choices=HEC_MODES)
@@ -386,11 +387,16 @@ class TrainConfig:
 
     def _check_shards(self):
         """What a shard directory fixes at ``spgnn partition`` time, or cannot do."""
-        why = {"model": "a sampled model reads the whole graph" if self.minibatch else None,
+        halo = self.minibatch and self.hec is not None
+        why = {"model": "minibatch training without --hec samples the whole graph; give --hec "
+                        "off|on|none (partitioned training, one part per rank)"
+               if self.minibatch and not halo else None,
                "permute": "the double permutation needs the whole adjacency"
                if self.permute != "none" else None}
+        # --hec trains on the shards' partition: --partition may name it (checked on reading)
         fixed = [n for n in ("partition", "features", "labels", "split", "feature_dim",
-                             "num_nodes", "relabel") if self._given(n)]
+                             "num_nodes", "relabel") if self._given(n)
+                 and not (halo and n == "partition")]
         for name, reason in why.items():
             if reason is not None:
                 raise ValueError(f"train: --graph {self.graph} holds shards: {reason} "
@@ -430,7 +436,7 @@ class TrainConfig:
             raise ValueError(f"train: --batch-size and --bulk must be >= 1, but got "
                              f"{self.batch_size} and {self.bulk}")
         self._at_least(eval_every=0, ladies_size=1)
-        if self.hec is not None and self.partition not in _HALO_PARTITIONS:
+        if self.hec is not None and self.partition not in _HALO_PARTITIONS and not self.sharded:
             raise ValueError(f"train: --hec {self.hec} trains on a partitioned graph: give "
                              f"--partition {'|'.join(_HALO_PARTITIONS)} (a replicated graph has "
                              f"no halo vertices), not --partition {self.partition}")
@@ -553,7 +559,16 @@ class TrainConfig:
         if not self.minibatch:
             return self._build_full_graph(comm, graph, clock, progress)
         dtype = np.dtype(self.dtype)
-        if self.hec is not None:
+        if self.hec is not None and self.sharded:    # each rank reads its part: no graph
+            hg = HaloGraph.from_shards(self.graph, comm, partition=self.partition, dtype=dtype,
+                                       backend=self.backend, clock=clock)
+            mg = hg.mg
+            if self.model_selection == "best-val" and self.eval_every and \
+                    not mg.full.counts.get("val"):       # the manifest's: every rank alike
+                comm.agree(ValueError(f"train: --model-selection best-val needs validation "
+                                      f"vertices, but the shards in {self.graph} have none "
+                                      f"(choose --model-selection last)"))
+        elif self.hec is not None:
             hg = HaloGraph.build(graph, comm, method=self.partition, seed=self.seed, dtype=dtype,
                                  backend=self.backend)
             mg = hg.mg

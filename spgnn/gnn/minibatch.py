@@ -292,6 +292,10 @@ class MinibatchGraph:
         return cls(full, sgraph, payload["labels"], payload["masks"], mode=mode,
                    replication=c, name=payload["name"])
 
+    def train_ids(self):
+        """The training vertices (global ids, ascending). Local."""
+        return np.flatnonzero(self.train_mask).astype(np.int64)
+
     def release_sampling_graph(self):
         """Forget the sampler's graph and return it (for a caller that keeps a view of it). Local.
 

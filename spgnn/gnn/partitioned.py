@@ -26,6 +26,14 @@ another rank is a *halo* vertex.
   zero loss terms), so nobody hangs and the step is the mean loss over the
   minibatches that exist.  Parameters are replicated and identical.
 
+**From shards.**  :meth:`HaloGraph.from_shards` builds the same graph from a
+shard directory (``spgnn partition``) without any rank holding the whole
+graph, its features or its labels: the shards' parts are the partition, each
+rank reads only its rows (its part file(s)), and evaluation runs on a
+``1d-aware`` mean-aggregation :class:`~spgnn.gnn.data.DistGraph` of the same
+rows (:meth:`DistGraph.from_shards`: layer by layer, each rank computes its
+own vertices' embeddings and receives only the halo rows its rows reference).
+
 Everything is checked against a single-process reference that replays the
 same minibatches (``tests/property/test_hec_partitioned.py``,
 ``tests/mpi/hec_checks.py``).  The training loop is
@@ -33,16 +41,21 @@ same minibatches (``tests/property/test_hec_partitioned.py``,
 source.
 """
 
+import contextlib
+
 import numpy as np
 import scipy.sparse as sp
 
 from ..core.dist_dense import DistDenseMatrix
+from ..errors import GridError, ShardError
+from ..io import shards as shard_io
 from ..layout import Layout
 from ..partition import local_view, partition_graph, permute_graph
 from ..sampling import LocalGraph
+from .data import DistGraph, part_blocks
 from .minibatch import FeatureStore, MinibatchGraph
 
-__all__ = ["HaloGraph", "local_batches"]
+__all__ = ["HaloGraph", "OwnedMinibatchGraph", "OwnedRows", "local_batches"]
 
 
 def local_batches(train_ids, batch_size, seed, epoch, rank):
@@ -58,13 +71,17 @@ class HaloGraph:
 
     Attributes
     ----------
-    mg : MinibatchGraph of the renumbered graph (evaluation, labels, masks)
+    mg : MinibatchGraph of the renumbered graph (evaluation, labels, masks), or,
+        from shards, an :class:`OwnedMinibatchGraph` (this rank's labels and
+        training ids only)
     offsets : int64 (P+1,), part ``r`` owns ids ``offsets[r]:offsets[r+1]``
-    perm : int64 (n,), new id ``i`` is original vertex ``perm[i]``
+    perm : int64 (n,), new id ``i`` is original vertex ``perm[i]``; None from
+        shards (each row's original id is ``mg.orig``)
     view : LocalGraph of this rank's rows of ``A`` (halo columns are leaves)
     features : FeatureStore in the partition's row split (this rank: its solids)
     lo, hi : this rank's id range
-    degree : int64 (n,), in-degree in ``A`` (the push's degree bias)
+    degree : int64 (n,), in-degree in ``A`` (the push's degree bias); from
+        shards an :class:`OwnedRows` (this rank's rows, and the global maximum)
     """
 
     def __init__(self, mg, offsets, perm, view, features, degree):
@@ -117,6 +134,88 @@ class HaloGraph:
                               backend=mg.features.matrix.backend)
         return cls(mg, offsets, perm, view, FeatureStore(mat, label="halo-fetch"), degree)
 
+    @classmethod
+    def from_shards(cls, directory, comm, *, partition=None, dtype=np.float32, backend=None,
+                    clock=None):
+        """Read a shard directory for partitioned minibatch training. Collective.
+
+        The shards' parts are the partition (``K = P``: part ``r`` is rank
+        ``r``'s; ``K = m·P``: rank ``r`` owns parts ``m·r .. m·r+m-1``;
+        ``P = m·K``: each part is cut into ``m`` even blocks; otherwise one
+        GridError on every rank naming ``--parts``).  Rank 0 reads the
+        manifest; each rank reads only its rows, once: its view of ``A``,
+        its labels and masks, and (through :meth:`DistGraph.from_shards`,
+        ``1d-aware``, mean aggregation, dense features) its normalised
+        feature rows and the evaluation graph.  No rank holds the whole
+        graph, its features or its labels; what stays O(n) per rank is the
+        sampler's row pointer (its view is an ``n x n`` CSR).
+
+        With the shards written from a graph in the order of
+        ``HaloGraph.build``'s partition, training equals ``build``'s bit for
+        bit (``tests/test_shards_sampled.py``).  ``partition``: the method
+        the caller asked for (``--partition``), or None; one other than the
+        manifest's is a ValueError on every rank.  ``clock``: a stage clock
+        (stages ``read-rows`` and ``place``).
+
+        Raises
+        ------
+        ShardError, GridError, ValueError
+            On every rank.
+        """
+        man, err = None, None
+        if comm.rank == 0:
+            try:
+                man = shard_io.read_manifest(directory)
+            except ShardError as exc:
+                err = exc
+        comm.agree(err)
+        man = comm.bcast_obj(man, root=0, label="hec:setup")
+        offsets, err = None, None
+        try:
+            offsets = _shard_parts(man, directory, comm.size, partition)
+        except (ValueError, GridError) as exc:      # every rank alike (the manifest's)
+            err = exc
+        comm.agree(err)
+        lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
+        n = int(man["n"])
+        block, err = None, None
+        stage = clock.stage if clock is not None else (lambda name: contextlib.nullcontext())
+        with stage("read-rows"):
+            try:
+                block = shard_io.read_rows(directory, man, lo, hi)
+            except ShardError as exc:
+                err = exc
+            comm.agree(err)
+        # the sampler's view: GraphSAGE's neighbour pattern of my rows (the shards'
+        # A' has no self-loops and is symmetric; weights dropped), global column ids
+        pattern = block.adj
+        if not np.all(pattern.data != 0):       # a stored zero is no edge (copy only then)
+            pattern = sp.csr_array(pattern, copy=True)
+            pattern.eliminate_zeros()
+        rows_ptr = np.asarray(pattern.indptr, dtype=np.int64)
+        indptr = np.empty(n + 1, dtype=np.int64)
+        indptr[:lo + 1] = 0
+        indptr[lo + 1:hi + 1] = rows_ptr[1:]
+        indptr[hi + 1:] = rows_ptr[-1]
+        view = LocalGraph(sp.csr_array((np.ones(pattern.nnz), pattern.indices, indptr),
+                                       shape=(n, n)), backend=backend)
+        del pattern
+        deg = np.diff(rows_ptr)
+        dmax = comm.allreduce(np.array([deg.max(initial=0)], dtype=np.int64), op="max",
+                              label="hec:setup")[0]
+        degree = OwnedRows(deg, lo, n, maximum=int(dmax))
+        labels = OwnedRows(np.asarray(block.label, dtype=np.int64), lo, n)
+        train = np.flatnonzero(block.train).astype(np.int64) + lo
+        orig = np.asarray(block.orig)
+        full = DistGraph.from_shards(directory, comm, "1d-aware", adjacency="mean",
+                                     normalize_features=True, sparse_features=False,
+                                     dtype=dtype, backend=backend, block=[block], clock=clock)
+        del block
+        mg = OwnedMinibatchGraph(full, labels, train, orig, name=man.get("name") or
+                                 str(directory))
+        return cls(mg, offsets, None, view, FeatureStore(full.features, label="halo-fetch"),
+                   degree)
+
     def is_halo(self, ids):
         """True where ``ids`` are owned by another rank. Local."""
         ids = np.asarray(ids)
@@ -132,3 +231,100 @@ class HaloGraph:
 
     def owner(self, ids):
         return self.features.owner(ids)
+
+
+def _shard_parts(man, directory, size, partition):
+    """The ``size + 1`` id boundaries of the ranks' parts from a manifest. Pure.
+
+    Raises ValueError (``partition`` is not the shards' method; no training
+    vertex) or GridError (neither of ``K`` and ``size`` divides the other).
+    """
+    method = man.get("partition", {}).get("method", "none")
+    if partition not in (None, "none", method):
+        raise ValueError(f"HaloGraph.from_shards: {directory} holds shards partitioned with "
+                         f"'{method}' (spgnn partition --method); --partition {partition} "
+                         f"cannot apply (leave it out)")
+    offsets = part_blocks(man["offsets"], size)
+    if offsets is None:
+        k = len(man["offsets"]) - 1
+        raise GridError(f"HaloGraph.from_shards: the shards in {directory} have K={k} parts, "
+                        f"but partitioned minibatch training on {size} ranks needs one part "
+                        f"per rank (or a divisor or multiple of {size} parts); re-partition "
+                        f"with 'spgnn partition --parts {size}'")
+    if not man.get("counts", {}).get("train", 0):
+        raise ValueError(f"HaloGraph.from_shards: the shards in {directory} have no training "
+                         f"vertices")
+    return offsets
+
+
+class OwnedRows:
+    """Per-vertex values of one rank's id range ``lo:lo+len(values)`` of ``n``. Local.
+
+    Indexing with global ids of that range returns their values (an
+    IndexError names any other id): what a rank needs of an O(n) vector when
+    it only ever reads its own vertices' entries (labels of its minibatches'
+    targets, the degrees of the vertices it pushes).  ``max(initial=)``: the
+    maximum over all ranks when given at construction (``maximum``), else
+    over this rank's values.
+    """
+
+    def __init__(self, values, lo, n, *, maximum=None):
+        self.values = np.asarray(values)
+        self.lo, self.hi, self.n = int(lo), int(lo) + self.values.size, int(n)
+        self.maximum = maximum
+        self.dtype = self.values.dtype
+
+    @property
+    def size(self):
+        return self.n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, ids):
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size and (ids.min() < self.lo or ids.max() >= self.hi):
+            bad = ids[(ids < self.lo) | (ids >= self.hi)][0]
+            raise IndexError(f"OwnedRows: vertex {int(bad)} is not in this rank's rows "
+                             f"{self.lo}:{self.hi}")
+        return self.values[ids - self.lo]
+
+    def max(self, initial=None):
+        m = self.values.max(initial=initial) if initial is not None or self.values.size else None
+        if self.maximum is not None:
+            m = self.maximum if m is None else max(m, self.maximum)
+        return m
+
+
+class OwnedMinibatchGraph:
+    """What partitioned minibatch training needs of a :class:`MinibatchGraph`, one rank's share.
+
+    Built by :meth:`HaloGraph.from_shards`: evaluation and features are a
+    ``1d-aware`` mean-aggregation :class:`~spgnn.gnn.data.DistGraph`
+    (``full``) in the partition's row split; labels are this rank's rows
+    (:class:`OwnedRows`), training ids this rank's training vertices
+    (:meth:`train_ids`).  Nothing here is O(n).
+
+    Attributes: as :class:`MinibatchGraph` (``full``, ``comm``, ``grid``,
+    ``backend``, ``mode`` "replicated" and ``replication`` 1 as
+    ``HaloGraph.build``'s, ``features``, ``labels``, ``n``, ``num_features``,
+    ``num_classes``, ``name``), and ``orig``: each row's vertex id in the
+    source graph.
+    """
+
+    def __init__(self, full, labels, train_ids, orig, *, name):
+        self.full = full
+        self.comm, self.grid, self.backend = full.comm, full.grid, full.backend
+        self.mode, self.replication = "replicated", 1
+        self.features = FeatureStore(full.features)
+        self.labels = labels
+        self._train_ids = np.asarray(train_ids, dtype=np.int64)
+        self.orig = orig
+        self.n = int(full.num_nodes)
+        self.num_features = full.num_features
+        self.num_classes = full.num_classes
+        self.name = name
+
+    def train_ids(self):
+        """This rank's training vertices (global ids, ascending). Local."""
+        return self._train_ids

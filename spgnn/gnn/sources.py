@@ -215,7 +215,7 @@ class _Minibatches(Source):
         self.batch_size, self.bulk = int(batch_size), int(bulk)
         self.mode = mg.mode
         self.dtype = np.dtype(mg.features.dtype)
-        self.train_ids = np.flatnonzero(mg.train_mask).astype(np.int64)
+        self.train_ids = mg.train_ids()      # from shards: this rank's only
 
     @property
     def eval_graph(self):
