@@ -488,7 +488,7 @@ def place_rows(comm, grid, layouts, block, lo, info, adjacency, normalize_featur
     return meta, Shards(A, features, packed)
 
 
-def held_rows(comm, block, lo, hi, stage=None):
+def held_rows(comm, block, lo, hi, stage=None, *, adj_only=False):
     """Rows ``lo:hi`` from the rows ``block`` this rank already holds, or None. Collective.
 
     ``block`` itself when every rank holds exactly the rows it needs (1D);
@@ -496,14 +496,15 @@ def held_rows(comm, block, lo, hi, stage=None):
     (:func:`spgnn.gnn.row_moves.move_rows`, timed as the stage
     ``move-rows``) instead of drawing or reading them again; None (on every
     rank) when the held rows cannot be moved there, and the caller draws or
-    reads them.  Every rank passes a block.
+    reads them.  Every rank passes a block.  ``adj_only``: only ``A'``'s rows are
+    needed (``spmm``; :func:`~spgnn.gnn.row_moves.move_rows`).
     """
     if all(comm.allgather_obj((block.lo, block.hi) == (lo, hi), label="gnn-setup:meta")):
         return block
     from .row_moves import move_rows
 
     with (_no_stage if stage is None else stage)("move-rows"):
-        return move_rows(comm, block, lo, hi)
+        return move_rows(comm, block, lo, hi, adj_only=adj_only)
 
 
 def _take(block):
