@@ -65,17 +65,30 @@ def _row_dtype(form, adj_only):
     return np.dtype(fields)
 
 
-def _entries(indices, data, idx_dtype, val_dtype):
-    out = np.empty(indices.size, dtype=[("col", idx_dtype), ("val", val_dtype)])
-    out["col"], out["val"] = indices, data
-    return out
+def _swap(comm, pieces, recv, empty):
+    """Rows between the ranks: ``pieces[d]`` the rows for rank ``d`` (absent: none),
+    ``recv[s]`` the rows rank ``s`` sends here; the rows received, concatenated in source
+    order.  This rank's own piece is kept, not sent.  Collective (one ``alltoallv``)."""
+    me, p = comm.rank, comm.size
+    counts = [len(pieces[d]) if d != me and d in pieces else 0 for d in range(p)]
+    others = [pieces[d] for d in range(p) if counts[d]]
+    send = others[0] if len(others) == 1 else np.concatenate(others) if others else empty
+    want = [0 if s == me else int(recv[s]) for s in range(p)]
+    got = comm.alltoallv(send, counts, want, label=LABEL)
+    del send, others
+    out, at = [], 0
+    for s in range(p):
+        if s == me and me in pieces:
+            out.append(pieces[me])
+        elif want[s]:
+            out.append(got[at:at + want[s]])
+            at += want[s]
+    return out[0] if len(out) == 1 else np.concatenate(out) if out else empty
 
 
-def _alltoallv_records(comm, records, counts, recvcounts=None):
-    """A structured array through ``alltoallv`` as raw bytes (one row per record)."""
-    raw = np.ascontiguousarray(records).view(np.uint8).reshape(len(records), records.dtype.itemsize)
-    got = comm.alltoallv(raw, counts, recvcounts, label=LABEL)
-    return np.ascontiguousarray(got).view(records.dtype).reshape(-1)
+def _records(rows, dtype):
+    """Row records as bytes (one row each: ``alltoallv`` moves raw rows)."""
+    return np.ascontiguousarray(rows).view(np.uint8).reshape(len(rows), dtype.itemsize)
 
 
 def move_rows(comm, block, lo, hi, *, adj_only=False):
@@ -89,7 +102,8 @@ def move_rows(comm, block, lo, hi, *, adj_only=False):
     fields of the result are empty.  Returns None on every rank, without
     moving anything, when the held ranges or the blocks' dtypes do not allow
     it (the caller then draws or reads the rows).  The result's ``files`` are
-    the part files this rank read for ``block``.
+    the part files this rank read for ``block``.  A rank keeps the rows it
+    holds and needs; only the others travel.
     """
     form = _form(block, adj_only)
     n = form[0]
@@ -102,15 +116,16 @@ def move_rows(comm, block, lo, hi, *, adj_only=False):
     if plan is None or any(i[2] != form for i in info):
         return None
     full_deg = all(i[3] for i in info)
-    me = plan[comm.rank]
+    mine = [(d, r0 - block.lo, r1 - block.lo) for d, r0, r1 in plan[comm.rank]]
     rdt = _row_dtype(form, adj_only)
     a = block.adj
     x = None if adj_only else block.x
     sparse_x = not adj_only and form[3][0]
-    # 1. row records: per-row values and entry counts, to each receiver in rank order
-    pieces, counts = [], [0] * comm.size
-    for d, r0, r1 in me:
-        s0, s1 = r0 - block.lo, r1 - block.lo
+    m = hi - lo
+    recv = [max(0, min(sh, hi) - max(sl, lo)) for sl, sh in spans]
+    # 1. row records: per-row values and entry counts
+    pieces = {}
+    for d, s0, s1 in mine:
         rec = np.empty(s1 - s0, dtype=rdt)
         rec["adj_len"] = np.diff(a.indptr[s0:s1 + 1])
         rec["deg"] = block.deg[s0:s1]
@@ -121,45 +136,37 @@ def move_rows(comm, block, lo, hi, *, adj_only=False):
                 rec["x_len"] = np.diff(x.indptr[s0:s1 + 1])
             else:
                 rec["x"] = x[s0:s1]
-        pieces.append(rec)
-        counts[d] = s1 - s0
-    recv = [max(0, min(sh, hi) - max(sl, lo)) for sl, sh in spans]
-    sources = [s for s, c in enumerate(recv) if c]
-    rows = _alltoallv_records(comm, np.concatenate(pieces) if pieces else np.empty(0, rdt),
-                              counts, recv)
-    del pieces
+        pieces[d] = _records(rec, rdt)
+    raw = _swap(comm, pieces, recv, np.zeros((0, rdt.itemsize), np.uint8))
+    rows = np.ascontiguousarray(raw).view(rdt).reshape(-1)
+    del pieces, raw
 
-    def send_entries(csr, idx_dtype, val_dtype, lens_field):
-        out, cnt = [], [0] * comm.size
-        for d, r0, r1 in me:
-            e0, e1 = csr.indptr[r0 - block.lo], csr.indptr[r1 - block.lo]
-            out.append(_entries(csr.indices[e0:e1], csr.data[e0:e1], idx_dtype,
-                                val_dtype))
-            cnt[d] = int(e1 - e0)
-        want = [0] * comm.size
-        at = 0
-        for s in sources:                     # rows arrive in source order
-            want[s] = int(rows[lens_field][at:at + recv[s]].sum())
+    def entries(csr, lens_field, idx_dtype, val_dtype):
+        """The CSR arrays of the rows, moved: ``(data, indices, indptr)``."""
+        lens = rows[lens_field]
+        want, at = [], 0
+        for s in range(comm.size):
+            want.append(int(lens[at:at + recv[s]].sum()))
             at += recv[s]
-        edt = np.dtype([("col", idx_dtype), ("val", val_dtype)])
-        return _alltoallv_records(comm, np.concatenate(out) if out else np.empty(0, edt), cnt,
-                                  want)
+        cut = {d: (csr.indptr[s0], csr.indptr[s1]) for d, s0, s1 in mine}
+        idx = _swap(comm, {d: csr.indices[e0:e1] for d, (e0, e1) in cut.items()}, want,
+                    np.zeros(0, idx_dtype))
+        val = _swap(comm, {d: csr.data[e0:e1] for d, (e0, e1) in cut.items()}, want,
+                    np.zeros(0, val_dtype))
+        indptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        return val, idx, indptr.astype(csr.indptr.dtype, copy=False)
 
     # 2. A' entries; 3. sparse feature entries
-    ent = send_entries(a, form[1], form[2], "adj_len")
-    indptr = np.concatenate([[0], np.cumsum(rows["adj_len"])]).astype(a.indptr.dtype)
-    adj = sp.csr_array((ent["val"].copy(), ent["col"].copy(), indptr), shape=(hi - lo, n))
-    del ent
-    m = hi - lo
+    adj = sp.csr_array(entries(a, "adj_len", form[1], form[2]), shape=(m, n))
     if adj_only:
         new_x = np.zeros((m, 0), np.float32)
         fields = (np.zeros(m, np.int64), *(np.zeros(m, bool) for _ in range(3)),
                   np.arange(lo, hi, dtype=np.int64))
     else:
         if sparse_x:
-            xe = send_entries(x, form[3][3], form[3][1], "x_len")
-            xptr = np.concatenate([[0], np.cumsum(rows["x_len"])]).astype(x.indptr.dtype)
-            new_x = sp.csr_array((xe["val"].copy(), xe["col"].copy(), xptr), shape=(m, form[3][2]))
+            new_x = sp.csr_array(entries(x, "x_len", form[3][3], form[3][1]),
+                                 shape=(m, form[3][2]))
         else:
             new_x = np.ascontiguousarray(rows["x"])
         fields = tuple(np.ascontiguousarray(rows[name])
@@ -169,16 +176,18 @@ def move_rows(comm, block, lo, hi, *, adj_only=False):
     if full_deg:
         keys, vals, table = block._keys, block._vals, block._table
     else:
-        out, cnt = [], [0] * comm.size
-        for d, r0, r1 in me:
-            s0, s1 = r0 - block.lo, r1 - block.lo
-            cols = np.unique(a.indices[a.indptr[s0]:a.indptr[s1]]).astype(np.int64)
-            rec = np.empty(cols.size, dtype=[("id", np.int64), ("deg", np.float64)])
-            rec["id"], rec["deg"] = cols, block.degree_of(cols)
-            out.append(rec)
-            cnt[d] = cols.size
         ddt = np.dtype([("id", np.int64), ("deg", np.float64)])
-        got = _alltoallv_records(comm, np.concatenate(out) if out else np.empty(0, ddt), cnt)
+        out = {}
+        for d, s0, s1 in mine:
+            cols = np.unique(a.indices[a.indptr[s0]:a.indptr[s1]]).astype(np.int64)
+            rec = np.empty(cols.size, dtype=ddt)
+            rec["id"], rec["deg"] = cols, block.degree_of(cols)
+            out[d] = _records(rec, ddt)
+        sizes = comm.alltoallv(np.array([len(out[d]) if d in out else 0
+                                         for d in range(comm.size)], dtype=np.int64),
+                               [1] * comm.size, label=LABEL)
+        got = _swap(comm, out, sizes, np.zeros((0, ddt.itemsize), np.uint8))
+        got = np.ascontiguousarray(got).view(ddt).reshape(-1)
         ids = np.concatenate([np.arange(lo, hi, dtype=np.int64), got["id"]])
         both = np.concatenate([deg, got["deg"]])
         keys, first = np.unique(ids, return_index=True)
