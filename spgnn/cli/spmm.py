@@ -149,16 +149,61 @@ def _choose(comm, args):
     algo, c, grid, top = choose_spmm(comm, adj, args.feat, partition=args.partition,
                                      seed=args.seed, grid=args.grid, algorithms=algorithms,
                                      memory_limit=limit)
-    args.algo = algo
-    args.replication = c if algo.startswith("15d") else (
-        2 if args.replication == "auto" else args.replication)
-    if grid is not None:
-        args.grid = "x".join(map(str, grid))
+    _take_choice(args, algo, c, grid)
     if comm.rank == 0:
         print(f"--algo auto chose {algo}{' --grid ' + args.grid if grid else ''}"
               f"{' --replication %d' % c if algo.startswith('15d') else ''}:\n"
               f"{describe(top, 'multiply')}", file=sys.stderr, flush=True)
     return top
+
+
+def _choose_from_shards(comm, args):
+    """``(top 3, [this rank's rows])``: ``--algo auto`` / ``--replication auto`` on a shard
+    directory, no rank holding the graph. Collective.
+
+    Each rank reads 1D's row blocks (the parts, coarsened or cut when ``K`` and
+    ``P`` differ, else even blocks), the counts the ranking needs are
+    gathered from them (:func:`spgnn.plan.from_rows.choose_spmm_from_rows`,
+    label ``auto:counts``) and rank 0 ranks; every rank takes its choice.  The
+    rows are returned to be placed without reading them again.
+    """
+    import sys
+
+    from spgnn.gnn.data import part_blocks
+    from spgnn.layout import block_offsets
+
+    from ..plan.choose import describe
+    from ..plan.from_rows import choose_spmm_from_rows
+    from . import _shards
+
+    p, r = comm.size, comm.rank
+    man = _shards.read_manifest(comm, args.graph)
+    n = int(man["n"])
+
+    def row_blocks(blocks):
+        return part_blocks(man["offsets"], blocks)
+
+    off = row_blocks(p) or block_offsets(n, p)
+    block = _shards.read_rows(comm, args.graph, man, off[r], off[r + 1])
+    algorithms = () if args.algo == "auto" else (args.algo,)
+    algo, c, grid, top = choose_spmm_from_rows(comm, block.adj, off[r], n, args.feat,
+                                               grid=args.grid, algorithms=algorithms,
+                                               row_blocks=row_blocks)
+    _take_choice(args, algo, c, grid)
+    if comm.rank == 0:
+        print(f"--algo auto chose {algo}{' --grid ' + args.grid if grid else ''}"
+              f"{' --replication %d' % c if algo.startswith('15d') else ''} (from the shards' "
+              f"rows):\n{describe(top, 'multiply')}", file=sys.stderr, flush=True)
+    return top, [block]
+
+
+def _take_choice(args, algo, c, grid):
+    """Write the model's choice into ``args`` (``--algo``, ``--replication``, ``--grid``)."""
+    args.algo = algo
+    args.replication = c if algo.startswith("15d") else (
+        2 if args.replication == "auto" else args.replication)
+    if grid is not None:
+        args.grid = "x".join(map(str, grid))
 
 
 def _layouts(comm, args, meta, grid3d):
@@ -193,18 +238,27 @@ def _distribute(comm, args, a, x, meta, grid3d):
     return A, X
 
 
-def _from_shards(comm, args, blocks):
+def _from_shards(comm, args, blocks, held=None):
     """``(meta, A, X, reference rows or None)`` from a shard directory, each rank reading only
-    its rows and drawing its rows of X. Collective."""
+    its rows and drawing its rows of X. Collective.
+
+    ``held``: a one-item list holding the rows ``--algo auto`` read and ranked (1D's row
+    blocks; emptied), used as they are or moved between the ranks to the rows of the chosen
+    layout (:func:`spgnn.gnn.data.held_rows`) instead of reading them again."""
     import scipy.sparse as sp
 
     from spgnn import DistDenseMatrix, DistSparseMatrix
+    from spgnn.gnn.data import _take, held_rows, part_blocks
+    from spgnn.layout import block_offsets
 
     from . import _shards
 
     man = _shards.read_manifest(comm, args.graph)
     n, f = int(man["n"]), args.feat
-    offsets = _shards.block_offsets_of(man, blocks, "spmm")
+    if args.algo == "3d":                       # even blocks of the shards' order, any K
+        offsets = part_blocks(man["offsets"], blocks) or block_offsets(n, blocks)
+    else:
+        offsets = _shards.block_offsets_of(man, blocks, "spmm")
     meta = {"n": n, "nnz": int(man["nnz"]), "name": man["name"], "offsets": list(offsets),
             "partition": f"shards ({man['partition']['method']}, K={man['parts']})"}
     grid3d = None
@@ -215,8 +269,13 @@ def _from_shards(comm, args, blocks):
                   best_grid_3d(n, comm.size, [f] * 3))
     grid, la, lx = _layouts(comm, args, meta, grid3d)
     (ar, ac), (xr, xc) = la.bounds(grid, (n, n)), lx.bounds(grid, (n, f))
-    block = _shards.read_rows(comm, args.graph, man, *ar)
+    block = _take(held)
+    if block is not None:                      # every rank holds rows, or none does
+        block = held_rows(comm, block, *ar, adj_only=True)
+    if block is None:
+        block = _shards.read_rows(comm, args.graph, man, *ar)
     rows = sp.csr_array(block.adj, dtype=np.float32)
+    del block
     local = sp.csr_array(rows[:, ac[0]:ac[1]]) if tuple(ac) != (0, n) else rows
     local.sort_indices()
     A = DistSparseMatrix.from_local(local, (n, n), grid, la, backend=args.backend)
@@ -241,6 +300,16 @@ def _gather_rows(seed, ids, f):
         rows = operand_rows(seed, c0, int(ids[sel[-1]]) + 1, f)
         out[sel] = rows[ids[sel] - c0]
     return out
+
+
+def _bytes_by_label(comm, stats):
+    """Label -> bytes all ranks sent, of the events in ``stats`` (sorted). Collective."""
+    out = {}
+    mine = {k: int(v["bytes_sent"]) for k, v in stats.by_label().items()}
+    for part in comm.allgather_obj(mine, label="spmm:report"):
+        for k, v in part.items():
+            out[k] = out.get(k, 0) + v
+    return dict(sorted(out.items()))
 
 
 def _sum_max(comm, value):
@@ -269,15 +338,23 @@ def measure(comm, args):
     comm.agree(err)
     # unknown, or no usable device on some rank (cupy): the same error on every rank
     be = resolve_backend(comm, args)
-    auto, err = None, None
+    auto, err, held = None, None, None
+    from . import _shards
+    sharded = _shards.is_shard_dir(args.graph)
     if args.algo == "auto" or args.replication == "auto":
-        auto = _choose(comm, args)
+        with comm.track("auto") as ranking:
+            auto, held = _choose_from_shards(comm, args) if sharded else (_choose(comm, args),
+                                                                          None)
+        auto_bytes = _bytes_by_label(comm, ranking)
     blocks = p // args.replication if args.algo in ("15d", "15d-aware") else p
     a = x = reference = meta = None
-    from . import _shards
-    if _shards.is_shard_dir(args.graph):
-        meta, grid3d, A, X, reference = _from_shards(comm, args, blocks)
-        return _run(comm, args, be, auto, meta, grid3d, A, X, reference, sharded=True)
+    if sharded:
+        meta, grid3d, A, X, reference = _from_shards(comm, args, blocks, held)
+        del held
+        result = _run(comm, args, be, auto, meta, grid3d, A, X, reference, sharded=True)
+        if auto is not None:
+            result["auto_bytes_by_label"] = auto_bytes
+        return result
     if comm.rank == 0:
         try:
             a, x, reference, meta = _prepare_root(args, blocks)
@@ -292,7 +369,10 @@ def measure(comm, args):
         grid3d = (parse_grid(args.grid, p, what="spmm: --grid") if args.grid else
                   best_grid_3d(meta["n"], p, [args.feat] * 3))
     A, X = _distribute(comm, args, a, x, meta, grid3d)
-    return _run(comm, args, be, auto, meta, grid3d, A, X, reference, sharded=False)
+    result = _run(comm, args, be, auto, meta, grid3d, A, X, reference, sharded=False)
+    if auto is not None:
+        result["auto_bytes_by_label"] = auto_bytes
+    return result
 
 
 def _run(comm, args, be, auto, meta, grid3d, A, X, reference, *, sharded):
@@ -362,16 +442,20 @@ def check_args(args):
                          f"not {args.algo}")
     from . import _shards
     if _shards.is_shard_dir(args.graph):
-        fixed = [o for o, bad in (("--algo auto", args.algo == "auto"),
-                                  ("--replication auto", args.replication == "auto"),
-                                  (f"--partition {args.partition}", args.partition != "none"),
+        fixed = [o for o, bad in ((f"--partition {args.partition}", args.partition != "none"),
                                   ("--partition-file", bool(args.partition_file)),
                                   ("--num-nodes", args.num_nodes is not None),
                                   ("--relabel", args.relabel)) if bad]
         if fixed:
             raise ValueError(f"spmm: --graph {args.graph} is a shard directory (partitioned "
                              f"once by 'spgnn partition'); {', '.join(fixed)} do(es) not apply "
-                             f"to it: choose --algo and --replication, or pass the graph file")
+                             f"to it: leave them out, or pass the graph file")
+        if args.memory_limit is not None and (args.algo == "auto" or args.replication == "auto"):
+            # TODO(mem): price one SpMM under --memory-limit from the shards' rows (the memory
+            # model reads even row blocks; choose_spmm_from_rows would need the counts of the
+            # parts' blocks and a memory_limit hook like choose_from_rows's)
+            raise ValueError(f"spmm: --memory-limit is not priced on shard directories yet "
+                             f"(--graph {args.graph}); leave it out")
     if args.partition_file and (args.algo == "auto" or args.replication == "auto"):
         raise ValueError("spmm: --partition-file fixes the blocks; it cannot be combined with "
                          "--algo auto or --replication auto")

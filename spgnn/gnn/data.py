@@ -403,8 +403,8 @@ def read_shards(comm, grid, placement, directory, man, offsets, adjacency, norma
     lo, hi = row_span(grid, layouts, n, f)
     err = None
     block = _take(block)
-    if block is not None and (block.lo, block.hi) != (lo, hi):
-        block = None
+    if block is not None:                    # every rank passes one, or none does
+        block = held_rows(comm, block, lo, hi, stage)
     with stage("read-rows"):
         try:
             if block is None:
@@ -486,6 +486,25 @@ def place_rows(comm, grid, layouts, block, lo, info, adjacency, normalize_featur
                 nnz_x=sum(c for _, _, c in {(r, cc): (r, cc, c) for r, cc, c in nnz_x}.values()),
                 counts=dict(info["counts"]))
     return meta, Shards(A, features, packed)
+
+
+def held_rows(comm, block, lo, hi, stage=None, *, adj_only=False):
+    """Rows ``lo:hi`` from the rows ``block`` this rank already holds, or None. Collective.
+
+    ``block`` itself when every rank holds exactly the rows it needs (1D);
+    else the ranks move the rows they hold to the ranks that need them
+    (:func:`spgnn.gnn.row_moves.move_rows`, timed as the stage
+    ``move-rows``) instead of drawing or reading them again; None (on every
+    rank) when the held rows cannot be moved there, and the caller draws or
+    reads them.  Every rank passes a block.  ``adj_only``: only ``A'``'s rows are
+    needed (``spmm``; :func:`~spgnn.gnn.row_moves.move_rows`).
+    """
+    if all(comm.allgather_obj((block.lo, block.hi) == (lo, hi), label="gnn-setup:meta")):
+        return block
+    from .row_moves import move_rows
+
+    with (_no_stage if stage is None else stage)("move-rows"):
+        return move_rows(comm, block, lo, hi, adj_only=adj_only)
 
 
 def _take(block):
@@ -688,10 +707,12 @@ class DistGraph:
         the manifest's method).  ``block``: this rank's rows already read
         (:func:`spgnn.io.shards.read_rows`, ``--algo auto``; or a one-item
         list holding them, which is emptied so that they are freed once
-        placed), used instead of reading them again when they are exactly
-        the rows it needs.  ``clock``: a stage clock (``clock.stage(name)``
-        context manager, :class:`spgnn.bench.StageClock`) timing the stages
-        ``read-rows`` and ``place``.
+        placed; every rank passes rows, or none), used instead of reading
+        them again: as they are when they are exactly the rows it needs,
+        else moved between the ranks to the rows the placement needs (1.5D,
+        3D; :func:`held_rows`).  ``clock``: a stage clock
+        (``clock.stage(name)`` context manager, :class:`spgnn.bench.StageClock`)
+        timing the stages ``read-rows``, ``move-rows`` and ``place``.
 
         ``shard_files`` (attribute, local): the part files this rank read.
 
@@ -757,12 +778,14 @@ class DistGraph:
         (``Graph.random_split(..., per_vertex=True)``), so training is too.
         ``Plexus3D(permute="double")`` is refused (its permutations need the
         whole Â).  ``clock``: a stage clock (``clock.stage(name)`` context
-        managers: ``generate``, ``place``), ``progress``: as in
-        ``generate_rows``.  ``block``: this rank's rows already drawn with
-        the same specs (``--algo auto`` ranks from them; or a one-item list
-        holding them, which is emptied so that they are freed once placed),
-        used instead of drawing again when every rank's are exactly the rows
-        it needs.
+        managers: ``generate``, ``move-rows``, ``place``), ``progress``: as
+        in ``generate_rows``.  ``block``: this rank's rows already drawn
+        with the same specs (``--algo auto`` ranks from them; or a one-item
+        list holding them, which is emptied so that they are freed once
+        placed; every rank passes rows, or none), used instead of drawing
+        again: as they are when every rank's are exactly the rows it needs,
+        else moved between the ranks to the rows the placement needs (1.5D,
+        3D; :func:`held_rows`).
         Other parameters as in :meth:`from_graph`.
 
         Raises
@@ -788,9 +811,8 @@ class DistGraph:
         lo, hi = row_span(grid, layouts, n, 1)
         stage = clock.stage if clock is not None else _no_stage
         block = _take(block)
-        if block is not None and not all(comm.allgather_obj((block.lo, block.hi) == (lo, hi),
-                                                            label="gnn-setup:meta")):
-            block = None                     # drawing is collective: all reuse or none
+        if block is not None:                # every rank passes one, or none does
+            block = held_rows(comm, block, lo, hi, stage)
         with stage("generate"):
             if block is None:
                 block = generate_rows(comm, gen, rows=(lo, hi), features=features,

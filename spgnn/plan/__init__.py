@@ -27,7 +27,8 @@ from .model import (DEFAULT_CALIBRATION, Calibration, Prediction, Step, candidat
                     default_calibration_path, load_calibration, predict_epoch, predict_spmm,
                     rank_configs, rank_spmm_configs)
 from .choose import aggregation_pattern, choose, choose_spmm, describe
-from .from_rows import RowCounts, choose_from_rows, gather_counts, pattern_rows
+from .from_rows import (RowCounts, choose_from_rows, choose_spmm_from_rows, gather_counts,
+                        pattern_rows)
 
 __all__ = [
     # events
@@ -41,5 +42,5 @@ __all__ = [
     # choose
     "choose", "choose_spmm", "describe", "aggregation_pattern",
     # from_rows
-    "choose_from_rows", "gather_counts", "pattern_rows", "RowCounts",
+    "choose_from_rows", "choose_spmm_from_rows", "gather_counts", "pattern_rows", "RowCounts",
 ]

@@ -24,7 +24,8 @@ from .choose import _agree, _configs, _fitting
 from .events import BlockCounts
 from .model import DEFAULT_CALIBRATION, load_calibration, rank_configs
 
-__all__ = ["RowCounts", "gather_counts", "choose_from_rows", "needed_counts", "recorder",
+__all__ = ["RowCounts", "gather_counts", "choose_from_rows", "choose_spmm_from_rows",
+           "needed_counts", "recorder",
            "pattern_rows"]
 
 LABEL = "auto:counts"
@@ -427,6 +428,68 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
                               agg_blocks=agg_blocks)
         if memory_limit is not None:    # the memory model prices the same counts
             return _fitting(ranked, memory_limit, counts, dims)
+        return [r.to_dict() for r in ranked[:3]]
+
+    return _agree(comm, compute)
+
+
+def _placeable(comm, configs, p, row_blocks, algorithms):
+    """``configs`` whose row blocks ``row_blocks`` can place (3d always); one GridError on every
+    rank when none can."""
+    if row_blocks is None:
+        return configs
+    configs = [cf for cf in configs if cf[0] == "3d" or row_blocks(p // cf[1]) is not None]
+    if not configs:
+        from ..errors import GridError
+
+        comm.agree(GridError(f"choose_from_rows: no candidate configuration "
+                             f"({', '.join(algorithms) or 'any'}) can place these row "
+                             f"blocks on {p} ranks: row_blocks(P/c) has none for every c"))
+    return configs
+
+
+def choose_spmm_from_rows(comm, rows, lo, n, feat, *, grid=None, algorithms=(), row_blocks=None):
+    """:func:`spgnn.plan.choose.choose_spmm` from the ranks' rows of the matrix. Collective.
+
+    ``spmm --graph DIR --algo auto``: ``rows`` are this rank's CSR rows
+    ``lo .. lo + rows.shape[0]`` of the matrix ``spgnn spmm`` multiplies (a
+    shard directory's ``A'`` as stored: stored entries count, no identity),
+    the ranks' blocks in rank order covering ``0 .. n``; ``feat`` the
+    columns of X.  ``grid``, ``algorithms`` and ``row_blocks`` as in
+    :func:`choose_from_rows`.  The counts the ranking of one multiply
+    (:func:`~spgnn.plan.model.rank_spmm_configs`) asks for are recorded on
+    zeros, gathered from the rows (:func:`gather_counts`, label
+    ``auto:counts``) and ranked on rank 0: on the same matrix with even
+    blocks, exactly ``choose_spmm``'s predictions (``partition="none"``).
+    The memory model is not applied here (``--memory-limit`` on shard
+    directories is refused by the command).
+
+    Returns ``(algorithm, replication, grid or None, top3)`` on every rank.
+
+    Raises
+    ------
+    ValueError, GridError
+        On every rank alike: rows that do not cover ``0..n`` in rank order, a
+        bad ``grid`` or calibration file, no candidate the row blocks can place.
+    """
+    from .model import rank_spmm_configs
+
+    p, feat = comm.size, int(feat)
+    comm.agree(_check_rows(comm, rows, lo, n))
+    g = parse_grid(grid, p, ndim=3, what="choose_spmm_from_rows: grid") if grid else None
+    configs = _placeable(comm, _configs(p, g, tuple(algorithms)), p, row_blocks, algorithms)
+    if p == 1:
+        counts = sp.csr_array(rows)
+    else:
+        needs = _Needs()
+        rec = _Recorder(n, needs)
+        rank_spmm_configs(rec, p, feat, DEFAULT_CALIBRATION, configs=configs,
+                          offsets_for=_offsets_for(rec, row_blocks))
+        counts = gather_counts(comm, rows, lo, n, needs)
+
+    def compute():
+        ranked = rank_spmm_configs(counts, p, feat, load_calibration(), configs=configs,
+                                   offsets_for=_offsets_for(counts, row_blocks))
         return [r.to_dict() for r in ranked[:3]]
 
     return _agree(comm, compute)
