@@ -22,7 +22,7 @@ from spgnn.partition.to_shards import partition_to_shards
 
 GRAPH = "sbm:400:3:0"
 BASE = ["--model", "sage", "--no-progress", "--fanout", "4,3", "--batch-size", "16",
-        "--hidden", "8", "--epochs", "2", "--bulk", "4", "--partition-mode", "partitioned"]
+        "--hidden", "8", "--epochs", "1", "--bulk", "4", "--partition-mode", "partitioned"]
 
 
 @pytest.fixture(scope="module")
