@@ -9,7 +9,6 @@ not.  The replicated mode is refused by name.  Loopback ranks in this process.""
 
 import argparse
 
-import numpy as np
 import pytest
 
 from spgnn.cli import train as cli_train

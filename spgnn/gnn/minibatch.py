@@ -324,7 +324,8 @@ class MinibatchGraph:
         written in the graph's own order (``spgnn partition --method none``)
         training equals :meth:`from_graph`'s bit for bit
         (``tests/test_shards_sampled_bulk.py``).  ``clock``: a stage clock
-        (stages ``read-rows`` and ``place``).
+        (stages ``read-rows`` and ``place``: the sampler's ``A`` and the
+        evaluation graph).
 
         Raises
         ------
@@ -351,13 +352,13 @@ class MinibatchGraph:
             except ShardError as exc:
                 err = exc
             comm.agree(err)
-        grid = grid_15d(c, comm)
-        mine = DistSparseMatrix.from_local(
-            shard_pattern_rows(block), (n, n), grid,
-            Layout(("row", "layer"), row_splits=offsets))
-        a = mine.redistribute(Layout("row", row_splits=offsets[::c]))
-        del mine
-        sgraph = PartitionedGraph(a, backend)
+        with stage("place"):        # the sampler's A: my rows into my process row's block
+            mine = DistSparseMatrix.from_local(
+                shard_pattern_rows(block), (n, n), grid_15d(c, comm),
+                Layout(("row", "layer"), row_splits=offsets))
+            sgraph = PartitionedGraph(mine.redistribute(Layout("row", row_splits=offsets[::c])),
+                                      backend)
+            del mine
         parts = comm.allgather_obj((block.label, block.train, block.val, block.test),
                                    label="sage-setup")
         labels = np.concatenate([np.asarray(p[0], dtype=np.int64) for p in parts])
