@@ -165,7 +165,8 @@ class TrainConfig:
     bulk: int = _opt(None, "minibatches sampled per bulk step (default 16; not with --hec)",
                      _MINIBATCH, type=int)
     partition_mode: str = _opt(None, "graph replicated on every rank (default), or split over a "
-                                     "P/c x c grid", _MINIBATCH, choices=MODES)
+                                     "P/c x c grid (a shard directory as --graph: partitioned)",
+                            _MINIBATCH, choices=MODES)
     frontier: str = _opt(None, "GraphSAGE frontier (default unique)", _MINIBATCH,
                          choices=FRONTIERS)
     ladies_size: int = _opt(None, "vertices LADIES samples per layer (default: --batch-size)",
