@@ -91,7 +91,7 @@ def test_k_a_multiple_of_p_coarsens_and_each_rank_holds_its_rows_only(shards):
 
 
 def test_unsupported_combinations_are_refused_by_name(shards, tmp_path):
-    with pytest.raises(ValueError, match="without --hec samples the whole graph; give --hec"):
+    with pytest.raises(ValueError, match="give --partition-mode partitioned .* or --hec off"):
         _config("--graph", str(shards[2]))
     with pytest.raises(GridError, match="K=3 parts.*--parts 2"):
         _train(2, "--graph", str(shards[3]), "--hec", "off")

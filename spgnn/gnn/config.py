@@ -165,7 +165,8 @@ class TrainConfig:
     bulk: int = _opt(None, "minibatches sampled per bulk step (default 16; not with --hec)",
                      _MINIBATCH, type=int)
     partition_mode: str = _opt(None, "graph replicated on every rank (default), or split over a "
-                                     "P/c x c grid", _MINIBATCH, choices=MODES)
+                                     "P/c x c grid (a shard directory as --graph: partitioned)",
+                            _MINIBATCH, choices=MODES)
     frontier: str = _opt(None, "GraphSAGE frontier (default unique)", _MINIBATCH,
                          choices=FRONTIERS)
     ladies_size: int = _opt(None, "vertices LADIES samples per layer (default: --batch-size)",
@@ -388,9 +389,11 @@ class TrainConfig:
     def _check_shards(self):
         """What a shard directory fixes at ``spgnn partition`` time, or cannot do."""
         halo = self.minibatch and self.hec is not None
-        why = {"model": "minibatch training without --hec samples the whole graph; give --hec "
-                        "off|on|none (partitioned training, one part per rank)"
-               if self.minibatch and not halo else None,
+        why = {"partition_mode": "minibatch training in this mode samples the whole graph "
+                                 "on every rank; give --partition-mode partitioned (bulk sampling "
+                                 "on block rows) or --hec off|on|none (one part per rank)"
+               if self.minibatch and not halo and self.partition_mode != "partitioned"
+               else None,
                "permute": "the double permutation needs the whole adjacency"
                if self.permute != "none" else None}
         # --hec trains on the shards' partition: --partition may name it (checked on reading)
@@ -559,10 +562,14 @@ class TrainConfig:
         if not self.minibatch:
             return self._build_full_graph(comm, graph, clock, progress)
         dtype = np.dtype(self.dtype)
-        if self.hec is not None and self.sharded:    # each rank reads its part: no graph
-            hg = HaloGraph.from_shards(self.graph, comm, partition=self.partition, dtype=dtype,
-                                       backend=self.backend, clock=clock)
-            mg = hg.mg
+        if self.sharded:            # each rank reads its part: no graph
+            if self.hec is not None:
+                hg = HaloGraph.from_shards(self.graph, comm, partition=self.partition,
+                                           dtype=dtype, backend=self.backend, clock=clock)
+                mg = hg.mg
+            else:                       # --partition-mode partitioned (_check_shards)
+                mg = MinibatchGraph.from_shards(self.graph, comm, replication=self.replication,
+                                                dtype=dtype, backend=self.backend, clock=clock)
             if self.model_selection == "best-val" and self.eval_every and \
                     not mg.full.counts.get("val"):       # the manifest's: every rank alike
                 comm.agree(ValueError(f"train: --model-selection best-val needs validation "

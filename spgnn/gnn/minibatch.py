@@ -60,15 +60,21 @@ over *all* neighbours through spgnn's distributed sparsity-aware SpMM
 (``1d-aware``) and the reported accuracies carry no sampling noise.
 """
 
+import contextlib
+
 import numpy as np
+import scipy.sparse as sp
 
 from ..core.dist_dense import DistDenseMatrix
+from ..core.dist_sparse import DistSparseMatrix
+from ..errors import GridError, ShardError
 from ..grid import grid_1d, grid_15d
+from ..io import shards as shard_io
 from ..io.preprocess import neighbour_pattern
 from ..io.synthetic import SYNTHETIC_HINT
 from ..layout import Layout, block_bounds
 from ..sampling import LocalGraph, PartitionedGraph
-from .data import DistGraph
+from .data import DistGraph, part_blocks
 
 __all__ = ["FeatureStore", "MinibatchGraph", "bulk_positions", "step_schedule", "MODES"]
 
@@ -292,6 +298,81 @@ class MinibatchGraph:
         return cls(full, sgraph, payload["labels"], payload["masks"], mode=mode,
                    replication=c, name=payload["name"])
 
+    @classmethod
+    def from_shards(cls, directory, comm, *, replication=1, normalize_features=True,
+                    dtype=np.float32, backend=None, clock=None):
+        """Read a shard directory for bulk sampling in ``"partitioned"`` mode. Collective.
+
+        Each rank reads only its rows, once (:func:`spgnn.io.shards.read_rows`):
+        the shards' ``K`` parts give the ``P`` ranks' row blocks as in
+        :meth:`DistGraph.from_shards` (``K = P``, ``K = m·P`` or ``P = m·K``;
+        otherwise one GridError on every rank naming ``--parts``).  From those
+        rows come
+
+        * ``full``: :meth:`DistGraph.from_shards` (``1d-aware``, mean
+          aggregation, dense features) on the rows already read;
+        * the sampler's ``A``: the neighbour pattern of the rows (the shards'
+          ``A'`` has no self-loops and is symmetric; weights dropped), moved
+          into ``P/c`` block rows on ``grid_15d(c)`` -- process row ``i`` is
+          the rows of ranks ``i·c .. i·c+c-1`` -- with one redistribute; each
+          rank holds ``1/(P/c)`` of ``A`` as :meth:`from_graph` does;
+        * labels and masks: replicated, as :meth:`from_graph` replicates them
+          (one all-gather of each rank's rows: O(n) small arrays per rank).
+
+        No rank holds the whole graph or its features.  The sampled blocks do
+        not depend on the row split (:mod:`spgnn.sampling`), so on shards
+        written in the graph's own order (``spgnn partition --method none``)
+        training equals :meth:`from_graph`'s bit for bit
+        (``tests/test_shards_sampled_bulk.py``).  ``clock``: a stage clock
+        (stages ``read-rows`` and ``place``: the sampler's ``A`` and the
+        evaluation graph).
+
+        Raises
+        ------
+        ShardError, GridError, ValueError
+            On every rank.
+        """
+        c = int(replication)
+        if c < 1 or comm.size % c:
+            raise ValueError(f"MinibatchGraph: replication {replication} must divide the "
+                             f"{comm.size} ranks")
+        man = read_manifest_on_root(directory, comm, "sage-setup")
+        offsets = part_blocks(man["offsets"], comm.size)
+        comm.agree(None if offsets is not None else GridError(
+            f"MinibatchGraph.from_shards: the shards in {directory} have "
+            f"K={len(man['offsets']) - 1} parts, but {comm.size} ranks need a divisor or "
+            f"multiple of {comm.size} parts; re-partition with 'spgnn partition --parts "
+            f"{comm.size}'"))
+        lo, hi, n = int(offsets[comm.rank]), int(offsets[comm.rank + 1]), int(man["n"])
+        stage = clock.stage if clock is not None else (lambda name: contextlib.nullcontext())
+        block, err = None, None
+        with stage("read-rows"):
+            try:
+                block = shard_io.read_rows(directory, man, lo, hi)
+            except ShardError as exc:
+                err = exc
+            comm.agree(err)
+        with stage("place"):        # the sampler's A: my rows into my process row's block
+            mine = DistSparseMatrix.from_local(
+                shard_pattern_rows(block), (n, n), grid_15d(c, comm),
+                Layout(("row", "layer"), row_splits=offsets))
+            sgraph = PartitionedGraph(mine.redistribute(Layout("row", row_splits=offsets[::c])),
+                                      backend)
+            del mine
+        parts = comm.allgather_obj((block.label, block.train, block.val, block.test),
+                                   label="sage-setup")
+        labels = np.concatenate([np.asarray(p[0], dtype=np.int64) for p in parts])
+        masks = [np.concatenate([np.asarray(p[k], dtype=bool) for p in parts])
+                 for k in (1, 2, 3)]
+        del parts
+        full = DistGraph.from_shards(directory, comm, "1d-aware", adjacency="mean",
+                                     normalize_features=normalize_features,
+                                     sparse_features=False, dtype=dtype, backend=backend,
+                                     block=[block], clock=clock)
+        del block
+        return cls(full, sgraph, labels, masks, mode="partitioned", replication=c,
+                   name=man.get("name") or str(directory))
+
     def train_ids(self):
         """The training vertices (global ids, ascending). Local."""
         return np.flatnonzero(self.train_mask).astype(np.int64)
@@ -305,3 +386,34 @@ class MinibatchGraph:
         """
         sgraph, self.sampling_graph = self.sampling_graph, None
         return sgraph
+
+
+def read_manifest_on_root(directory, comm, label):
+    """A shard directory's manifest: rank 0 reads it, every rank gets it. Collective.
+
+    A missing or unreadable manifest is one ShardError on every rank.
+    """
+    man, err = None, None
+    if comm.rank == 0:
+        try:
+            man = shard_io.read_manifest(directory)
+        except ShardError as exc:
+            err = exc
+    comm.agree(err)
+    return comm.bcast_obj(man, root=0, label=label)
+
+
+def shard_pattern_rows(block):
+    """GraphSAGE's neighbour pattern of a :class:`~spgnn.io.shards.RowBlock`'s rows. Local, pure.
+
+    ``(hi - lo, n)`` CSR of float64 ones, global columns: the shards' ``A'``
+    is symmetric without self-loops, so only its weights are dropped (a
+    stored zero is no edge), as :func:`~spgnn.io.preprocess.neighbour_pattern`
+    does to the whole graph.
+    """
+    pattern = block.adj
+    if not np.all(pattern.data != 0):
+        pattern = sp.csr_array(pattern, copy=True)
+        pattern.eliminate_zeros()
+    return sp.csr_array((np.ones(pattern.nnz), pattern.indices,
+                         np.asarray(pattern.indptr, dtype=np.int64)), shape=pattern.shape)

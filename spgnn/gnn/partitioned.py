@@ -53,7 +53,8 @@ from ..layout import Layout
 from ..partition import local_view, partition_graph, permute_graph
 from ..sampling import LocalGraph
 from .data import DistGraph, part_blocks
-from .minibatch import FeatureStore, MinibatchGraph
+from .minibatch import (FeatureStore, MinibatchGraph, read_manifest_on_root,
+                        shard_pattern_rows)
 
 __all__ = ["HaloGraph", "OwnedMinibatchGraph", "OwnedRows", "local_batches"]
 
@@ -162,14 +163,7 @@ class HaloGraph:
         ShardError, GridError, ValueError
             On every rank.
         """
-        man, err = None, None
-        if comm.rank == 0:
-            try:
-                man = shard_io.read_manifest(directory)
-            except ShardError as exc:
-                err = exc
-        comm.agree(err)
-        man = comm.bcast_obj(man, root=0, label="hec:setup")
+        man = read_manifest_on_root(directory, comm, "hec:setup")
         offsets, err = None, None
         try:
             offsets = _shard_parts(man, directory, comm.size, partition)
@@ -188,16 +182,13 @@ class HaloGraph:
             comm.agree(err)
         # the sampler's view: GraphSAGE's neighbour pattern of my rows (the shards'
         # A' has no self-loops and is symmetric; weights dropped), global column ids
-        pattern = block.adj
-        if not np.all(pattern.data != 0):       # a stored zero is no edge (copy only then)
-            pattern = sp.csr_array(pattern, copy=True)
-            pattern.eliminate_zeros()
+        pattern = shard_pattern_rows(block)
         rows_ptr = np.asarray(pattern.indptr, dtype=np.int64)
         indptr = np.empty(n + 1, dtype=np.int64)
         indptr[:lo + 1] = 0
         indptr[lo + 1:hi + 1] = rows_ptr[1:]
         indptr[hi + 1:] = rows_ptr[-1]
-        view = LocalGraph(sp.csr_array((np.ones(pattern.nnz), pattern.indices, indptr),
+        view = LocalGraph(sp.csr_array((pattern.data, pattern.indices, indptr),
                                        shape=(n, n)), backend=backend)
         del pattern
         deg = np.diff(rows_ptr)
