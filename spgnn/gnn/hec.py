@@ -12,9 +12,12 @@ every rank (ranks on an empty step run the same collectives with nothing):
 1. **push** (``k < M - d``): the solid vertices of the level's frontier that
    are halos on peer ``p`` (``db_halo``), at most ``nc`` per peer (below),
    are sent with the communicator's non-blocking ``ialltoallv``: ids under
-   ``hec:push:L{ℓ}:ids`` (int64; its counts exchange is the only blocking
-   part) and rows under ``hec:push:L{ℓ}:rows`` (the counts are reused, so
-   that call has no counts exchange);
+   ``hec:push:L{ℓ}:ids`` (int64) and rows under ``hec:push:L{ℓ}:rows``.
+   Their counts: under ``nc="auto"`` both sides know them from the epoch's
+   plan (one ``hec:plan:counts`` table per epoch), so nothing in the push
+   blocks; with a numeric ``nc`` one blocking ``hec:push:L{ℓ}:counts``
+   all-to-all first.  Posted pushes are progressed (``Request.test``) between
+   the layers' kernels, forward and backward (:meth:`HECRunner.progress`);
 2. **receive** (``k ≥ d``): the push posted at ``(k - d, ℓ)`` is completed,
    the cache ticks once (every line ages by one iteration) and stores it
    (values computed at iteration ``k - d``);
@@ -177,8 +180,8 @@ class HECBlockContext(BlockContext):
 
     Collective, unlike its base class: the first :meth:`root` or
     :meth:`propagate` of each hop runs the runner's push / receive
-    (:meth:`HECRunner.level`: a counts all-to-all and two non-blocking
-    all-to-alls), so every rank must touch every hop, in level order, once per
+    (:meth:`HECRunner.level`: two non-blocking all-to-alls, after a blocking
+    counts all-to-all under a numeric push cap), so every rank must touch every hop, in level order, once per
     iteration (:meth:`HECRunner.end` checks it); ranks on an empty step run
     the same collectives through :meth:`HECRunner.empty_iteration`.  The
     transposes are local (they cut the gradient of cached rows).
