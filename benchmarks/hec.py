@@ -106,7 +106,11 @@ def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5", split=None,
            "--json", *(["--split", split] if split else []), *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", **(env_extra or {}))
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    # ``python -m`` puts the working directory first on sys.path: run from PYTHONPATH's
+    # first entry when one is given, so that it (an older checkout, say) is what is imported
+    pp = (env_extra or {}).get("PYTHONPATH")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                          cwd=pp.split(os.pathsep)[0] if pp else None)
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")

@@ -609,6 +609,10 @@ class HECRunner:
         3. **Level 0** travels now (``hec:push:L0:*``) into the level-0
            cache; the level ≥ 1 pushes go at their iterations
            (:meth:`_push`).  Every push is read unless the trainer stops early.
+        4. **Counts** (``hec:plan:counts``, one all-to-all of a ``P x (1 +
+           (levels - 1)(M - d))`` int64 table): what each owner will push to
+           each reader at level 0 now and at every ``(level, iteration)``, so
+           the per-iteration pushes post their payloads with no counts exchange.
         """
         cfg, comm, hg = self.config, self.comm, self.hg
         P, L, n, M = comm.size, self.levels, int(hg.mg.n), max(1, self.M)
