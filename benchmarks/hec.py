@@ -36,7 +36,15 @@ Issue 39's three-way comparison (defaults only: fetch / cache / nothing):
         --epochs 10 --batch-size 512 --out docs/results/hec/three_way.jsonl
     python -m spgnn bench hec --report docs/results/hec/three_way.jsonl
 
-The commands and results are in docs/hec.md ("Results").
+Issue 39's wall clock (overlapped pushes: off / on / on waited at once / none, with the
+seconds blocked per label and each run's CPU seconds; ``--on-env`` adds an ``on`` run under
+another environment, e.g. ``PYTHONPATH=/path/to/an/older/checkout``):
+
+    python -m spgnn bench hec --overlap --graphs musae_github --ranks 4 --seeds 0 1 2 \
+        --epochs 10 --batch-size 512 --out docs/results/hec/overlap_github.jsonl
+    python -m spgnn bench hec --report docs/results/hec/overlap_github.jsonl
+
+The commands and results are in docs/hec.md ("Results", "Overlapped pushes").
 """
 
 import argparse
