@@ -36,12 +36,21 @@ Issue 39's three-way comparison (defaults only: fetch / cache / nothing):
         --epochs 10 --batch-size 512 --out docs/results/hec/three_way.jsonl
     python -m spgnn bench hec --report docs/results/hec/three_way.jsonl
 
-The commands and results are in docs/hec.md ("Results").
+Issue 39's wall clock (overlapped pushes: off / on / on waited at once / none, with the
+seconds blocked per label and each run's CPU seconds; ``--on-env`` adds an ``on`` run under
+another environment, e.g. ``PYTHONPATH=/path/to/an/older/checkout``):
+
+    python -m spgnn bench hec --overlap --graphs musae_github --ranks 4 --seeds 0 1 2 \
+        --epochs 10 --batch-size 512 --out docs/results/hec/overlap_github.jsonl
+    python -m spgnn bench hec --report docs/results/hec/overlap_github.jsonl
+
+The commands and results are in docs/hec.md ("Results", "Overlapped pushes").
 """
 
 import argparse
 import json
 import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -95,14 +104,22 @@ ID_BYTES = 8
 
 
 def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5", split=None,
-        partition="metis"):
-    """One ``train --json`` under mpiexec; the record plus halo/grad byte sums and the command."""
+        partition="metis", env_extra=None):
+    """One ``train --json`` under mpiexec; the record plus halo/grad byte sums, the command and
+    ``cpu_seconds`` (user + sys of every rank, the whole run). ``env_extra``: more environment
+    (e.g. ``SPGNN_HEC_OVERLAP=0``), recorded as ``bench_env``."""
     cmd = ["mpiexec", "-n", str(ranks), sys.executable, "-m", "spgnn", "train", *graph_args(graph),
            "--model", "sage", "--partition", partition, "--seed", str(seed), "--epochs",
            str(epochs), "--batch-size", str(batch), "--fanout", fanout, "--no-progress",
            "--json", *(["--split", split] if split else []), *extra]
-    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", **(env_extra or {}))
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # ``python -m`` puts the working directory first on sys.path: run from PYTHONPATH's
+    # first entry when one is given, so that it (an older checkout, say) is what is imported
+    pp = (env_extra or {}).get("PYTHONPATH")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                          cwd=pp.split(os.pathsep)[0] if pp else None)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
     rec = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -116,6 +133,10 @@ def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5", split=None,
                                    sum(v for k, v in lab.items() if "grad" not in k))
     rec["command"] = " ".join(["mpiexec", "-n", str(ranks), "python"] + cmd[4:])
     rec["bench_graph"], rec["bench_extra"], rec["bench_split"] = graph, extra, split
+    rec["cpu_seconds"] = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    if env_extra:
+        rec["bench_env"] = dict(env_extra)
+        rec["command"] = " ".join(f"{k}={v}" for k, v in env_extra.items()) + " " + rec["command"]
     return rec
 
 
@@ -276,6 +297,77 @@ def time_to_accuracy(recs, slack=0.01):
                          f" | {target:.3f} | {len(hit)} of {len(rs)} | "
                          f"{f'{_mean(hit):.2f}' if hit else '-'} |")
     return "\n".join(lines)
+
+
+def _phase_sum(rec, pred):
+    """Seconds per epoch (mean over ranks and epochs after the first) in the labels ``pred``
+    accepts, from ``epoch_seconds_by_phase`` (blocking calls: their time; non-blocking ones:
+    the start plus the ``wait``)."""
+    comm = (rec.get("epoch_seconds_by_phase") or {}).get("comm") or {}
+    return sum(v for k, v in comm.items() if pred(k))
+
+
+def _is_push(k):
+    return k.startswith("hec:push:L") and not k.startswith("hec:push:L0:")
+
+
+def _is_plan(k):
+    return k in ("hec:want", "hec:plan:counts") or k.startswith("hec:push:L0:")
+
+
+def overlap_table(recs):
+    """Markdown: per graph, P and config, the mean over seeds of the epoch seconds, the CPU
+    seconds of the whole run (every rank), and per epoch (per rank) the seconds blocked in the
+    per-iteration pushes (``hec:push:L>=1:*``: counts + start + ``wait``), in the epoch's plan
+    (wants, the count table, the level-0 rows), in the halo fetch and in the gradient all-reduce."""
+    groups = {}
+    for r in recs:
+        groups.setdefault((r["bench_graph"], r["ranks"]), {}).setdefault(
+            config_name(r), []).append(r)
+    lines = ["| graph | P | config | runs | epoch s | CPU s (run, all ranks) | push wait s/epoch | "
+             "plan s/epoch | fetch s/epoch | grad all-reduce s/epoch |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for (g, p), cfgs in groups.items():
+        for name in ["off", "on", "on no-overlap", "none"] + sorted(
+                set(cfgs) - {"off", "on", "on no-overlap", "none"}):
+            rs = cfgs.get(name)
+            if not rs:
+                continue
+            m = lambda f: _mean([f(r) for r in rs])     # noqa: E731
+            cpu = [r["cpu_seconds"] for r in rs if r.get("cpu_seconds") is not None]
+            lines.append(
+                f"| {g} | {p} | {name} | {len(rs)} | {m(lambda r: r['seconds_per_epoch']):.3f} | "
+                f"{f'{_mean(cpu):.1f}' if cpu else '-'} | "
+                f"{m(lambda r: _phase_sum(r, _is_push)):.4f} | "
+                f"{m(lambda r: _phase_sum(r, _is_plan)):.4f} | "
+                f"{m(lambda r: _phase_sum(r, lambda k: k.startswith('halo-fetch'))):.4f} | "
+                f"{m(lambda r: _phase_sum(r, lambda k: 'grad' in k)):.4f} |")
+    return "\n".join(lines)
+
+
+def overlap(args):
+    """Per graph, rank count and seed: ``--hec off``, ``on`` (overlapped pushes), ``on`` with
+    ``SPGNN_HEC_OVERLAP=0`` (each push waited at once), ``none``; plus ``on`` under each
+    ``--on-env`` (e.g. ``PYTHONPATH=/path/to/an/older/checkout``, named ``--on-env-name``)."""
+    out = open(args.out, "a")
+    for g, p, s, off, job in _jobs(args):
+        recs = [off, job(["--hec", "on"])]
+        flat = run(g, p, s, args.epochs, args.batch_size, ["--hec", "on"], args.fanout,
+                   args.split, args.partition, env_extra={"SPGNN_HEC_OVERLAP": "0"})
+        flat["bench_name"] = "on no-overlap"
+        recs += [flat, job(["--hec", "none"])]
+        if args.on_env:
+            other = run(g, p, s, args.epochs, args.batch_size, ["--hec", "on"], args.fanout,
+                        args.split, args.partition,
+                        env_extra=dict(kv.split("=", 1) for kv in args.on_env))
+            other["bench_name"] = args.on_env_name
+            recs.append(other)
+        for rec in recs:
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+            print(f"{g} P={p} seed={s} {config_name(rec)}: {rec['seconds_per_epoch']:.3f} s/epoch, "
+                  f"push wait {_phase_sum(rec, _is_push):.4f} s/epoch, "
+                  f"CPU {rec['cpu_seconds']:.1f} s", flush=True)
 
 
 def _jobs(args):
@@ -445,6 +537,12 @@ def main(argv=None):
     ap.add_argument("--sweep", action="store_true",
                     help="vary cs, ls, nc and d one at a time around (1e6, 2, --base-cap, 1)")
     ap.add_argument("--base-cap", type=int, default=8)
+    ap.add_argument("--overlap", action="store_true",
+                    help="off, on, on with SPGNN_HEC_OVERLAP=0 and none per graph / P / seed "
+                         "(the wait times of overlapped pushes; --report prints them)")
+    ap.add_argument("--on-env", nargs="*", default=None, metavar="KEY=VAL",
+                    help="with --overlap: one more --hec on run under this environment")
+    ap.add_argument("--on-env-name", default="on (other env)")
     ap.add_argument("--out", default="hec_bench.jsonl")
     ap.add_argument("--report", nargs="+", metavar="JSONL", default=None,
                     help="print the summary table of these result files, run nothing")
@@ -459,12 +557,17 @@ def main(argv=None):
         if any(r.get("eval_history") for r in recs):
             print()
             print(time_to_accuracy(recs))
+        if any("cpu_seconds" in r for r in recs):
+            print()
+            print(overlap_table(recs))
     elif args.plot_sweep:
         recs = _load(args.plot_sweep)
         plot_sweep(recs, args.figure)
         print(sweep_table(recs))
     elif args.sweep:
         sweep(args)
+    elif args.overlap:
+        overlap(args)
     else:
         compare(args)
 

@@ -160,6 +160,10 @@ class _DeviceRequest:
             self._done, self._result = True, out
         return self._result
 
+    def test(self):
+        """:meth:`Request.test` of the host call (the staging happens at :meth:`wait`). Local."""
+        return self._done or self._req.test()
+
 
 #: Exit status of a job ended by SIGINT (128 + 2, what shells report for Ctrl-C).
 INTERRUPT_EXIT = 130
@@ -385,11 +389,14 @@ class Request:
     this handle's creation) plus the wait itself.
     """
 
-    __slots__ = ("_finish", "_record", "_t0", "_done", "_result", "_watched", "_started")
+    __slots__ = ("_finish", "_record", "_t0", "_done", "_result", "_watched", "_started",
+                 "_poll")
 
     def __init__(self, finish: Callable[[], Any], record: Callable[[float, float], None],
-                 t0: float, watched=None):
+                 t0: float, watched=None, poll: Callable[[], bool] | None = None):
         self._finish, self._record, self._t0 = finish, record, t0
+        # poll(): progress the transfer without blocking, True once it is complete
+        self._poll = poll
         self._started = time.perf_counter() - t0
         self._done, self._result = False, None
         # (communicator, op, label, call number) for the collective watchdog, or None
@@ -410,8 +417,20 @@ class Request:
             self._done = True
             now = time.perf_counter()
             self._record(now - self._t0, self._started + (now - t_wait))
-            self._finish = self._record = self._watched = None
+            self._finish = self._record = self._watched = self._poll = None
         return self._result
+
+    def test(self) -> bool:
+        """Progress the call without blocking; True once its transfer is complete. Local.
+
+        MPI libraries such as mpich progress a non-blocking collective only
+        inside MPI calls: a caller computing between the start and
+        :meth:`wait` calls this between its kernels.  Records nothing:
+        :meth:`wait` (still required) completes the call and records its event.
+        """
+        if self._done:
+            return True
+        return True if self._poll is None else bool(self._poll())
 
 
 class Communicator:
@@ -1001,7 +1020,7 @@ class Communicator:
             messages = int(np.count_nonzero(s_el[others]))
             if nonblocking:
                 req = self.transport.ialltoallv(sflat, s_el, s_dis, rflat, r_el, r_dis)
-                finish = req.wait
+                finish, poll = req.wait, getattr(req, "test", None)
             else:
                 self._run(opname, label, self.transport.alltoallv, sflat, s_el, s_dis, rflat,
                           r_el, r_dis)
@@ -1030,6 +1049,9 @@ class Communicator:
                 for q in reqs:
                     q.wait()
 
+            def poll():
+                return all([q.test() for q in reqs])     # a list: every request progresses
+
             if not nonblocking:
                 self._run(opname, label, finish)
 
@@ -1044,7 +1066,7 @@ class Communicator:
                 finish()
                 return out
 
-            return Request(complete, record, t0, self._start_nonblocking(opname, label))
+            return Request(complete, record, t0, self._start_nonblocking(opname, label), poll)
         record(time.perf_counter() - t0)
         return out
 

@@ -154,6 +154,13 @@ class _MPIRequest:
             self._req = None
             self._keep = None
 
+    def test(self) -> bool:
+        """Progress the request without blocking; True once complete (then wait is free)."""
+        if self._req is not None and self._req.Test():
+            self._req = None
+            self._keep = None
+        return self._req is None
+
 
 class MPITransport(Transport):
     """:class:`Transport` over an ``mpi4py.MPI.Comm``.

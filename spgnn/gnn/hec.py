@@ -12,9 +12,12 @@ every rank (ranks on an empty step run the same collectives with nothing):
 1. **push** (``k < M - d``): the solid vertices of the level's frontier that
    are halos on peer ``p`` (``db_halo``), at most ``nc`` per peer (below),
    are sent with the communicator's non-blocking ``ialltoallv``: ids under
-   ``hec:push:L{ℓ}:ids`` (int64; its counts exchange is the only blocking
-   part) and rows under ``hec:push:L{ℓ}:rows`` (the counts are reused, so
-   that call has no counts exchange);
+   ``hec:push:L{ℓ}:ids`` (int64) and rows under ``hec:push:L{ℓ}:rows``.
+   Their counts: under ``nc="auto"`` both sides know them from the epoch's
+   plan (one ``hec:plan:counts`` table per epoch), so nothing in the push
+   blocks; with a numeric ``nc`` one blocking ``hec:push:L{ℓ}:counts``
+   all-to-all first.  Posted pushes are progressed (``Request.test``) between
+   the layers' kernels, forward and backward (:meth:`HECRunner.progress`);
 2. **receive** (``k ≥ d``): the push posted at ``(k - d, ℓ)`` is completed,
    the cache ticks once (every line ages by one iteration) and stores it
    (values computed at iteration ``k - d``);
@@ -177,8 +180,8 @@ class HECBlockContext(BlockContext):
 
     Collective, unlike its base class: the first :meth:`root` or
     :meth:`propagate` of each hop runs the runner's push / receive
-    (:meth:`HECRunner.level`: a counts all-to-all and two non-blocking
-    all-to-alls), so every rank must touch every hop, in level order, once per
+    (:meth:`HECRunner.level`: two non-blocking all-to-alls, after a blocking
+    counts all-to-all under a numeric push cap), so every rank must touch every hop, in level order, once per
     iteration (:meth:`HECRunner.end` checks it); ranks on an empty step run
     the same collectives through :meth:`HECRunner.empty_iteration`.  The
     transposes are local (they cut the gradient of cached rows).
@@ -192,6 +195,7 @@ class HECBlockContext(BlockContext):
 
     def _hec(self, H, hop):
         if hop not in self.done:
+            self.runner.progress()      # between the previous layer's kernel and this one's
             self.done[hop] = self.runner.level(self, H, hop)
 
     def root(self, H, hop=0):
@@ -209,6 +213,7 @@ class HECBlockContext(BlockContext):
         return G
 
     def propagate_transpose(self, G, hop=0):
+        self.runner.progress()          # between the backward kernels
         return self._cut(super().propagate_transpose(G, hop), hop)
 
     def root_transpose(self, G, hop=0, into=None):
@@ -225,9 +230,15 @@ class HECRunner:
     :meth:`empty_iteration`, :meth:`end`).
     """
 
-    def __init__(self, config):
+    def __init__(self, config, overlap=None):
         self.config = config
         self.source = None
+        # overlap=False (or SPGNN_HEC_OVERLAP=0): each push is waited as soon as it is
+        # posted and nothing is progressed between kernels -- the measured baseline
+        # (docs/hec.md, "Overlapped pushes"); same results, only the timing differs
+        if overlap is None:
+            overlap = os.environ.get("SPGNN_HEC_OVERLAP", "1") != "0"
+        self.overlap = bool(overlap)
 
     # ------------------------------------------------------------------ set-up
     def config_record(self):
@@ -466,13 +477,43 @@ class HECRunner:
         # and up again by the load): the pushed rows travel as host arrays
         vals = np.ascontiguousarray(self.backend.to_host(vals), dtype=self.dtype)
         self.stats[hop]["pushed"] += int(ids.size)
-        # the counts travel once, blocking (as in the reference code); the two
-        # payloads are then posted without a counts exchange or split vote
+        if self.planned:
+            # auto: both sides know the counts from the epoch's plan (hec:plan:counts),
+            # so nothing in the push blocks
+            rc = self.recv_counts[:, self._count_column(hop, self.k)]
+            if not np.array_equal(counts, self.send_counts[:, self._count_column(hop, self.k)]):
+                raise RuntimeError(f"HEC: the level-{hop} push of iteration {self.k} differs "
+                                   f"from the plan's counts")
+        else:
+            # numeric nc: the counts travel once, blocking (as in the reference code)
+            rc = comm.alltoall(counts, label=f"hec:push:L{hop}:counts")
+        # the payloads are posted without a counts exchange or split vote
         # (a push is at most nc rows per peer, far below MPI's count limit)
-        rc = comm.alltoall(counts, label=f"hec:push:L{hop}:counts")
         r_ids = comm.ialltoallv(ids, counts, rc, label=f"hec:push:L{hop}:ids", split=False)
         r_vals = comm.ialltoallv(vals, counts, rc, label=f"hec:push:L{hop}:rows", split=False)
+        if not self.overlap:
+            r_ids.wait()                # measured baseline: completed at once
+            r_vals.wait()
         self.inflight[hop].append((r_ids, r_vals, self.global_iter))
+
+    def progress(self):
+        """Progress every posted push without blocking (:meth:`Request.test`). Local.
+
+        mpich moves a non-blocking collective only inside MPI calls; the
+        contexts call this between the layers' kernels (forward and backward)
+        so that a push advances while the model computes, not only in the
+        gradient all-reduce or the receiving :meth:`wait`.
+        """
+        if not self.overlap:
+            return
+        for q in self.inflight:
+            for r_ids, r_vals, _ in q:
+                r_ids.test()
+                r_vals.test()
+
+    def _count_column(self, hop, k):
+        """Column of the plan's count table for the level-``hop`` push of iteration ``k``. Pure."""
+        return 1 + (hop - 1) * self.push_iters + k
 
     def _receive(self, hop):
         cache = self.caches[hop]
@@ -568,6 +609,10 @@ class HECRunner:
         3. **Level 0** travels now (``hec:push:L0:*``) into the level-0
            cache; the level ≥ 1 pushes go at their iterations
            (:meth:`_push`).  Every push is read unless the trainer stops early.
+        4. **Counts** (``hec:plan:counts``, one all-to-all of a ``P x (1 +
+           (levels - 1)(M - d))`` int64 table): what each owner will push to
+           each reader at level 0 now and at every ``(level, iteration)``, so
+           the per-iteration pushes post their payloads with no counts exchange.
         """
         cfg, comm, hg = self.config, self.comm, self.hg
         P, L, n, M = comm.size, self.levels, int(hg.mg.n), max(1, self.M)
@@ -644,8 +689,17 @@ class HECRunner:
                                 off_level0_bytes=int(off_cost.sum()),
                                 chosen=[int((sel[:, 1] == l).sum()) for l in range(L)],
                                 candidates=[int((uniq[:, 1] == l).sum()) for l in range(L)])
+        # the counts of every push of the epoch, once: column 0 level 0 (now), then per
+        # level >= 1 and iteration k < M - d; the per-iteration pushes need no counts exchange
+        self.push_iters = T = max(0, M - cfg.d)
+        table = np.zeros((P, 1 + max(L - 1, 0) * T), dtype=np.int64)
+        table[:, 0] = zc
+        for (l, k), (peers, _) in self.schedule.items():
+            table[:, self._count_column(l, k)] = np.bincount(peers, minlength=P)
+        self.send_counts = table
+        self.recv_counts = comm.alltoall(table, label="hec:plan:counts") if L else table
         if L:
-            rzc = comm.alltoall(zc, label="hec:push:L0:counts")
+            rzc = self.recv_counts[:, 0]
             r_ids = comm.alltoallv(ids0, zc, rzc, label="hec:push:L0:ids")
             r_rows = comm.alltoallv(rows0, zc, rzc, label="hec:push:L0:rows")
             self.stats[0]["pushed"] += int(ids0.size)
