@@ -30,10 +30,12 @@ import os
 
 import numpy as np
 
-from .events import as_counts
+from ..grid import AXES_3D
+from ..layout import block_offsets
+from .events import as_counts, gcn_3d_layers
 from .model import local_work
 
-__all__ = ["BASELINE_BYTES", "SETUP_BYTES_PER_NNZ", "SETUP_FIXED_BYTES", "baseline_bytes", "resident_bytes",
+__all__ = ["BASELINE_BYTES", "held_bytes", "SETUP_BYTES_PER_NNZ", "SETUP_FIXED_BYTES", "baseline_bytes", "resident_bytes",
            "peak_bytes", "within_limit", "parse_bytes"]
 
 #: The process before data: interpreter + numpy/scipy/numba/mpi4py (measured, docs/scale.md).
@@ -62,6 +64,109 @@ def _family(algorithm):
     return "3d" if algorithm == "3d" else "15d" if algorithm.startswith("15d") else "1d"
 
 
+def _pairs_sent(a, off):
+    """Rows each part sends in a 1D/1.5D-aware exchange: column sums of ``pair_rows``."""
+    r = np.asarray(a.pair_rows(off), dtype=np.int64)
+    return r.sum(axis=0)
+
+
+def _graph_blocks_1d(a, p, itemsize):
+    """Bytes of the sparse blocks a 1d / 1d-aware / 15d / 15d-aware rank holds (array by rank).
+
+    Counted from what :class:`~spgnn.core.dist_sparse.DistSparseMatrix` keeps:
+    the rank's block (int32 indices, values, int32 indptr); the aware
+    variants add the exchange plan's compacted column ids (int32, one per
+    stored entry; values and indptr are shared with the block), its
+    ``send_rows`` (int64, one per row sent) and two int64 counts per peer
+    block.  No transposed copy: Â is symmetric and the backward pass
+    multiplies by the same block.
+    """
+    rows, nnz = local_work(a, p.algorithm, p.ranks, replication=p.replication, grid=p.grid)
+    rows, nnz = np.asarray(rows, dtype=np.int64), np.asarray(nnz, dtype=np.int64)
+    graph = nnz * (_I32 + itemsize) + (rows + 1) * _I32
+    if p.algorithm.endswith("aware"):
+        c = p.replication if p.algorithm.startswith("15d") else 1
+        k = p.ranks // c
+        off = block_offsets(a.shape[0], k)
+        sent = np.repeat(_pairs_sent(a, off), c) if c == 1 else _slab_sent(a, off, c)
+        graph = graph + nnz * _I32 + sent * _I64 + 2 * k * _I64
+    return rows, graph
+
+
+def _slab_sent(a, off, c):
+    """1.5D-aware: rows rank ``i·c + j`` sends, the pairs of column slab ``j``'s parts."""
+    k = len(off) - 1
+    slab = block_offsets(k, c)
+    sent = _pairs_sent(a, off)                # per row block of the whole matrix
+    out = np.zeros(k * c, dtype=np.int64)
+    for i in range(k):
+        for j in range(c):
+            out[i * c + j] = sent[i] if slab[j] <= i < slab[j + 1] else 0
+    return out
+
+
+def _graph_blocks_3d(a, p, dims, itemsize):
+    """Bytes of the sparse blocks a 3d rank holds (array by world rank).
+
+    The row-split base copy (1D blocks over all P ranks, kept to make the
+    layer blocks) plus, for every distinct aggregation of the layers
+    (:func:`~spgnn.plan.events.gcn_3d_layers`, Â's ``(d, o)`` block), that
+    block and its local transpose (the backward pass's ``Âᵀ``, rows split by
+    ``o``): int32 indices, values, int32 indptr each.
+    """
+    n = a.shape[0]
+    g = dict(zip(AXES_3D, p.grid))
+    ranks = int(np.prod(p.grid))
+    coords = np.array(np.unravel_index(np.arange(ranks), tuple(p.grid))).T   # (rank, axis)
+    axis = {name: k for k, name in enumerate(AXES_3D)}
+    base_off = block_offsets(n, ranks)
+    graph = (np.asarray(a.row_block_nnz(base_off), dtype=np.int64) * (_I32 + itemsize)
+             + (np.diff(base_off) + 1) * _I32)
+    for d, o in dict.fromkeys((lay["prop"][2], lay["prop"][0]) for lay in gcn_3d_layers(dims)):
+        roff, coff = block_offsets(n, g[d]), block_offsets(n, g[o])
+        z = np.asarray(a.block_nnz(roff, coff), dtype=np.int64)
+        cd, co = coords[:, axis[d]], coords[:, axis[o]]
+        nnz = z[cd, co]
+        graph = graph + 2 * nnz * (_I32 + itemsize) + (np.diff(roff)[cd] + np.diff(coff)[co] + 2) * _I32
+    return graph
+
+
+def held_bytes(a, prediction, dims, *, itemsize=_F32, dropout=True):
+    """Per-rank bytes of the arrays a full-graph GCN trainer holds between epochs. Pure.
+
+    Exact counts of what :class:`~spgnn.gnn.train.Trainer` over a
+    :class:`~spgnn.gnn.data.DistGraph` keeps after an epoch (checked
+    against the arrays a built trainer holds and tracemalloc,
+    tests/test_memory_tracemalloc.py).  A dict of arrays by rank:
+
+    * ``graph``: the sparse blocks (:func:`_graph_blocks_1d`, :func:`_graph_blocks_3d`);
+    * ``data``: the features (rows x features values) and the packed node
+      table (rows x 5 int64: label, masks, ids), each one 64-byte-aligned
+      allocation (+64 bytes), and the unpacked node data of every row
+      layout used (int64 label and id, three bool masks: 19 bytes a row);
+    * ``saved``: what the backward pass keeps: every layer's input (rows x
+      width values) and, with dropout, a bool mask per hidden layer;
+    * ``parameters``: weights, gradients, Adam's two moments (GCN: no bias).
+
+    1d and 1.5D only: on 3d, ``graph`` is exact and the rest is None (its
+    features, activations and weights are sharded over the grid's axes in
+    ways this count does not follow; :func:`resident_bytes` prices them by
+    the rows of the rank's row block).
+    """
+    a = as_counts(a)
+    p = prediction
+    dims = [int(d) for d in dims]
+    weights = sum(dims[i] * dims[i + 1] for i in range(len(dims) - 1))
+    if p.algorithm == "3d":
+        return {"graph": _graph_blocks_3d(a, p, dims, itemsize), "data": None, "saved": None,
+                "parameters": None}
+    rows, graph = _graph_blocks_1d(a, p, itemsize)
+    data = rows * dims[0] * itemsize + 64 + rows * 5 * _I64 + 64 + rows * (2 * _I64 + 3)
+    saved = rows * sum(dims[:-1]) * itemsize + (rows * sum(dims[1:-1]) if dropout else 0)
+    parameters = np.full(rows.shape, 4 * weights * itemsize, dtype=np.int64)
+    return {"graph": graph, "data": data, "saved": saved, "parameters": parameters}
+
+
 def resident_bytes(a, prediction, dims, *, offsets=None, training=True):
     """Per-rank bytes of the training arrays of ``prediction``'s configuration (array by rank). Pure.
 
@@ -70,19 +175,33 @@ def resident_bytes(a, prediction, dims, *, offsets=None, training=True):
     (one entry per rank): ``graph``, ``activations``, ``halo``,
     ``parameters``, ``data`` and ``total``.  ``training=False``: one SpMM
     (``spgnn spmm``: X and Y only, no parameters, saved tensors or labels).
+
+    ``graph`` is :func:`held_bytes`' exact count (1d and 1.5D with the
+    planner's even blocks, or ``offsets`` for 1d).  The rest: what the
+    trainer holds between epochs (:func:`held_bytes`: features, node data,
+    saved inputs, weights x4) plus the epoch's transients, which are priced,
+    not counted: one output per layer (rows x width), and the send and
+    receive buffers of the largest exchange (the planner's per-rank bytes).
     """
     p = prediction
+    a = as_counts(a)
     rows, nnz = local_work(a, p.algorithm, p.ranks, offsets=offsets,
                            replication=p.replication, grid=p.grid)
     rows = np.asarray(rows, dtype=np.int64)
     nnz = np.asarray(nnz, dtype=np.int64)
-    one_csr = nnz * (_I32 + _F32) + (rows + 1) * _I64
-    graph = 2 * one_csr                           # the block and its transpose (backward)
-    widths = sum(int(d) for d in dims)
+    dims = [int(d) for d in dims]
+    if p.algorithm == "3d":
+        graph = _graph_blocks_3d(a, p, dims, _F32)
+    elif offsets is not None:
+        graph = nnz * (_I32 + _F32) + (rows + 1) * _I32 + (
+            nnz * _I32 if p.algorithm.endswith("aware") else 0)
+    else:
+        graph = _graph_blocks_1d(a, p, _F32)[1]
+    widths = sum(dims)
     activations = rows * widths * _F32 * (2 if training else 1)   # outputs, saved inputs
-    params = sum(int(dims[i]) * int(dims[i + 1]) + int(dims[i + 1]) for i in range(len(dims) - 1))
+    params = sum(dims[i] * dims[i + 1] for i in range(len(dims) - 1))
     parameters = np.full(rows.shape, params * _F32 * 4, dtype=np.int64)   # w, grad, Adam m, v
-    data = rows * (int(dims[0]) * _F32 + _I64 + 3)                        # features, labels, masks
+    data = rows * (dims[0] * _F32 + 5 * _I64 + 2 * _I64 + 3)     # features, node table, node data
     if not training:
         parameters = np.zeros_like(parameters)
         data = np.zeros_like(data)
