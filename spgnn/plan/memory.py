@@ -131,6 +131,14 @@ def _graph_blocks_3d(a, p, dims, itemsize):
     return graph
 
 
+def _rows_3d(n, grid, dims):
+    """3d: the rows of the first aggregation's block (Â's ``(d, o)``) on every world rank."""
+    d = gcn_3d_layers(dims)[0]["prop"][2]
+    k = AXES_3D.index(d)
+    coords = np.array(np.unravel_index(np.arange(int(np.prod(grid))), tuple(grid))).T
+    return np.diff(block_offsets(n, int(grid[k])))[coords[:, k]].astype(np.int64)
+
+
 def held_bytes(a, prediction, dims, *, itemsize=_F32, dropout=True):
     """Per-rank bytes of the arrays a full-graph GCN trainer holds between epochs. Pure.
 
@@ -192,6 +200,7 @@ def resident_bytes(a, prediction, dims, *, offsets=None, training=True):
     dims = [int(d) for d in dims]
     if p.algorithm == "3d":
         graph = _graph_blocks_3d(a, p, dims, _F32)
+        rows = _rows_3d(a.shape[0], p.grid, dims)
     elif offsets is not None:
         graph = nnz * (_I32 + _F32) + (rows + 1) * _I32 + (
             nnz * _I32 if p.algorithm.endswith("aware") else 0)
