@@ -139,7 +139,8 @@ class TrainConfig:
                            "3d: the most cubic)")
     memory_limit: str = _opt(None, "bytes per rank (e.g. 2G): --algo auto skips configurations "
                                    "whose predicted peak (spgnn.plan.memory) exceeds it "
-                                   "(default: none)", metavar="BYTES")
+                                   "(default: this host's memory over the ranks on it; none: "
+                                   "no check)", metavar="BYTES")
     permute: str = _opt("none", "3d: Plexus's double permutation (independent row and column "
                                 "orders, alternating by layer) to even out the nnz per rank",
                         choices=PERMUTES)
@@ -594,7 +595,7 @@ class TrainConfig:
                 cfg, auto, block = self._choose_from_rows(comm, clock, progress)
             else:
                 cfg, auto = self._choose(comm, graph)
-        elif self.memory_limit is not None:
+        elif self.memory_limit is not None and self.memory_limit.strip().lower() != "none":
             if self.sharded or self.generated:
                 comm.agree(ValueError("--memory-limit with an explicit --algo is not priced on "
                                       "generator specs and shard directories yet; use --algo "
@@ -742,7 +743,7 @@ class TrainConfig:
                 comm, block.adj, off[r], n, dims, grid=self.grid,
                 algorithms=self._auto_algorithms(), permute=self.permute,
                 agg_blocks=self.agg_blocks, row_blocks=row_blocks, add_identity=True,
-                memory_limit=self._memory_limit_bytes())
+                memory_limit=self._memory_limit_bytes(comm))
         return self._resolved(algo, c, grid), top, [block]    # placement empties the list
 
     def _choose(self, comm, graph):
@@ -761,7 +762,7 @@ class TrainConfig:
         algo, c, grid, top = choose(comm, graph, dims, partition=self.partition, seed=self.seed,
                                     grid=self.grid, algorithms=self._auto_algorithms(),
                                     permute=self.permute, agg_blocks=self.agg_blocks,
-                                    memory_limit=self._memory_limit_bytes())
+                                    memory_limit=self._memory_limit_bytes(comm))
         return self._resolved(algo, c, grid), top
 
     def _check_memory(self, comm, graph):
@@ -793,13 +794,15 @@ class TrainConfig:
                 err = ValueError(f"--memory-limit: cannot price --algo {self.algo}: {exc}")
         comm.agree(err)
 
-    def _memory_limit_bytes(self):
-        """``memory_limit`` in bytes, or None (unset). Local."""
-        if self.memory_limit is None:
-            return None
-        from ..plan.memory import parse_bytes
+    def _memory_limit_bytes(self, comm=None):
+        """``memory_limit`` in bytes, or None (``none``, or unset without ``comm``); unset with
+        ``comm``: this host's memory over the ranks on it (:mod:`spgnn.plan.host`). Collective
+        when unset and ``comm`` is given, else local."""
+        from ..plan.host import memory_limit_bytes
 
-        return parse_bytes(self.memory_limit)
+        if self.memory_limit is None and comm is None:
+            return None
+        return memory_limit_bytes(comm, self.memory_limit)
 
     @classmethod
     def from_options(cls, options):

@@ -70,7 +70,7 @@ def _pairs_sent(a, off):
     return r.sum(axis=0)
 
 
-def _graph_blocks_1d(a, p, itemsize):
+def _graph_blocks_1d(a, p, itemsize, offsets=None):
     """Bytes of the sparse blocks a 1d / 1d-aware / 15d / 15d-aware rank holds (array by rank).
 
     Counted from what :class:`~spgnn.core.dist_sparse.DistSparseMatrix` keeps:
@@ -81,13 +81,14 @@ def _graph_blocks_1d(a, p, itemsize):
     block.  No transposed copy: Â is symmetric and the backward pass
     multiplies by the same block.
     """
-    rows, nnz = local_work(a, p.algorithm, p.ranks, replication=p.replication, grid=p.grid)
+    rows, nnz = local_work(a, p.algorithm, p.ranks, offsets=offsets, replication=p.replication,
+                           grid=p.grid)
     rows, nnz = np.asarray(rows, dtype=np.int64), np.asarray(nnz, dtype=np.int64)
     graph = nnz * (_I32 + itemsize) + (rows + 1) * _I32
     if p.algorithm.endswith("aware"):
         c = p.replication if p.algorithm.startswith("15d") else 1
         k = p.ranks // c
-        off = block_offsets(a.shape[0], k)
+        off = block_offsets(a.shape[0], k) if offsets is None else offsets
         sent = np.repeat(_pairs_sent(a, off), c) if c == 1 else _slab_sent(a, off, c)
         graph = graph + nnz * _I32 + sent * _I64 + 2 * k * _I64
     return rows, graph
@@ -201,11 +202,8 @@ def resident_bytes(a, prediction, dims, *, offsets=None, training=True):
     if p.algorithm == "3d":
         graph = _graph_blocks_3d(a, p, dims, _F32)
         rows = _rows_3d(a.shape[0], p.grid, dims)
-    elif offsets is not None:
-        graph = nnz * (_I32 + _F32) + (rows + 1) * _I32 + (
-            nnz * _I32 if p.algorithm.endswith("aware") else 0)
     else:
-        graph = _graph_blocks_1d(a, p, _F32)[1]
+        graph = _graph_blocks_1d(a, p, _F32, offsets)[1]
     widths = sum(dims)
     activations = rows * widths * _F32 * (2 if training else 1)   # outputs, saved inputs
     params = sum(dims[i] * dims[i + 1] for i in range(len(dims) - 1))
@@ -240,21 +238,29 @@ def peak_bytes(a, prediction, dims, *, baseline=None, offsets=None, training=Tru
 
 
 def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offsets=None,
-                 training=True):
+                 training=True, offsets_for=None):
     """``[(prediction, peak bytes)]`` of the ``predictions`` whose peak fits ``limit``. Pure.
 
     Keeps the input order (the ranking).  ``a`` (Â or its
     :class:`~spgnn.plan.events.BlockCounts`) and ``dims`` (the layer
     widths) price the predictions; without them a ValueError (nothing is
-    kept unpriced).
+    kept unpriced).  ``offsets_for(blocks)`` -> ``(matrix, offsets or
+    None)``, as :func:`~spgnn.plan.model.rank_configs` takes it: each
+    prediction is priced on the row blocks it was ranked on (a partition's,
+    a shard directory's parts) instead of even blocks.
     """
     if a is None or dims is None:
         raise ValueError("within_limit: pass a= (Â or its block counts) and dims= (the layer "
                          "widths) to price the predictions")
     out = []
     for p in predictions:
-        peak = peak_bytes(a, p, dims, baseline=baseline, offsets=offsets, training=training)
-        if peak <= int(limit):
+        m, off = a, offsets
+        if offsets_for is not None:
+            c = p.replication if p.algorithm.startswith("15d") else 1
+            m, off = offsets_for(p.ranks if p.algorithm == "3d" else p.ranks // c)
+            off = None if p.algorithm == "3d" else off
+        peak = peak_bytes(m, p, dims, baseline=baseline, offsets=off, training=training)
+        if peak <= limit:
             out.append((p, peak))
     return out
 

@@ -97,3 +97,41 @@ def test_within_limit_refuses_to_keep_unpriced_predictions():
     a = _graph()
     with pytest.raises(ValueError, match="dims"):
         within_limit(rank_configs(a, 2, [8, 5, 3]), 10 ** 12)
+
+
+def test_default_limit_is_host_memory_over_the_ranks_on_this_host(monkeypatch):
+    import spgnn
+    from spgnn.plan.host import default_memory_limit, memory_limit_bytes, ranks_on_host
+
+    monkeypatch.setenv("SPGNN_HOST_MEMORY", str(12 * 2 ** 30))
+
+    def fn(comm):       # loopback ranks are threads of one process: all on this host
+        return (ranks_on_host(comm), default_memory_limit(comm), memory_limit_bytes(comm, None),
+                memory_limit_bytes(comm, "none"), memory_limit_bytes(comm, "1G"))
+
+    assert spgnn.run_loopback(3, fn) == [(3, 4 * 2 ** 30, 4 * 2 ** 30, None, 2 ** 30)] * 3
+
+
+def test_train_auto_applies_the_default_limit_and_none_turns_it_off(monkeypatch):
+    import spgnn
+    from spgnn.gnn.config import TrainConfig
+
+    opts = dict(graph="rmat:7:6:3", features="random:5", labels="random:3", epochs=1, hidden=4,
+                backend="numpy")
+
+    def fn(comm, limit):
+        cfg = TrainConfig(**opts, memory_limit=limit)
+        g = cfg.load_graph() if comm.rank == 0 else None
+        try:
+            return cfg.build(comm, g).auto
+        except ValueError as exc:
+            return str(exc)
+
+    monkeypatch.setenv("SPGNN_HOST_MEMORY", str(2 * 2 ** 30))     # 1 GiB a rank: fits
+    fits = spgnn.run_loopback(2, fn, None)
+    assert fits[0] == fits[1] and all(0 < r["memory_peak_bytes"] <= 2 ** 30 for r in fits[0])
+    monkeypatch.setenv("SPGNN_HOST_MEMORY", str(2 * 10 ** 6))     # 1 MB a rank: nothing fits
+    assert all("no configuration fits" in m and "--memory-limit none" in m
+               for m in spgnn.run_loopback(2, fn, None))
+    off = spgnn.run_loopback(2, fn, "none")
+    assert all("memory_peak_bytes" not in r for r in off[0])
