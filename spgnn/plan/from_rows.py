@@ -365,7 +365,8 @@ def _check_rows(comm, rows, lo, n):
 
 
 def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permute="none",
-                     agg_blocks=1, memory_limit=None, row_blocks=None, add_identity=False):
+                     agg_blocks=1, memory_limit=None, row_blocks=None, add_identity=False,
+                     replication=None):
     """:func:`spgnn.plan.choose.choose` from the ranks' rows of Â (partition none). Collective.
 
     ``rows``: this rank's scipy CSR rows ``lo .. lo + rows.shape[0]`` of the
@@ -384,7 +385,8 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
     (``partition="none"``).  3d is priced on even blocks of the rows' order.
     ``add_identity``: ``rows`` are a symmetric A's (a generated graph's or
     shards' ``A'``) and Â's pattern is A + I's, counted without building it
-    (:func:`gather_counts`).
+    (:func:`gather_counts`).  ``replication``: only the 1.5D candidates of
+    that ``c`` (an explicit ``--algo 15d*`` priced against ``memory_limit``).
 
     Returns ``(algorithm, replication, grid or None, top3)`` on every rank:
     on the same graph exactly :func:`~spgnn.plan.choose.choose`'s, the same
@@ -405,6 +407,8 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
     comm.agree(err)
     g = parse_grid(grid, p, ndim=3, what="choose_from_rows: grid") if grid else None
     configs = _configs(p, g, tuple(algorithms))
+    if replication is not None:     # one 1.5D replication (an explicit --algo 15d* priced)
+        configs = [cf for cf in configs if cf[1] == int(replication)]
     if row_blocks is not None:
         configs = [cf for cf in configs if cf[0] == "3d" or row_blocks(p // cf[1]) is not None]
         if not configs:

@@ -135,3 +135,24 @@ def test_train_auto_applies_the_default_limit_and_none_turns_it_off(monkeypatch)
                for m in spgnn.run_loopback(2, fn, None))
     off = spgnn.run_loopback(2, fn, "none")
     assert all("memory_peak_bytes" not in r for r in off[0])
+
+
+def test_an_explicit_algo_on_a_generator_spec_is_priced_from_the_rows():
+    import spgnn
+    from spgnn.gnn.config import TrainConfig
+
+    opts = dict(graph="rmat:7:6:3", features="random:5", labels="random:3", epochs=1, hidden=4,
+                backend="numpy")
+
+    def fn(comm, algo, limit):
+        try:          # no rank loads the graph: each draws its rows, the counts are gathered
+            b = TrainConfig(**opts, algo=algo, memory_limit=limit).build(comm, None)
+            return b.trainer.train_epoch()["loss"] > 0
+        except ValueError as exc:
+            return str(exc)
+
+    for algo in ("1d-aware", "15d-aware", "3d"):
+        assert spgnn.run_loopback(4, fn, algo, "4G") == [True] * 4
+        msgs = spgnn.run_loopback(4, fn, algo, "1M")
+        assert all(m.startswith(f"--algo {algo}: ") and "does not fit in --memory-limit" in m
+                   for m in msgs)
