@@ -156,3 +156,34 @@ def test_an_explicit_algo_on_a_generator_spec_is_priced_from_the_rows():
         msgs = spgnn.run_loopback(4, fn, algo, "1M")
         assert all(m.startswith(f"--algo {algo}: ") and "does not fit in --memory-limit" in m
                    for m in msgs)
+
+
+def test_plan_memory_on_a_shard_directory_prices_the_parts_blocks(tmp_path, capsys):
+    import json
+
+    from spgnn.__main__ import main
+    from spgnn.gnn.data import part_blocks
+    from spgnn.io import Graph, sbm
+    from spgnn.io import shards as shard_io
+    from spgnn.partition.to_shards import partition_to_shards
+    from spgnn.plan.choose import aggregation_pattern
+    from spgnn.plan.model import candidate_configs, load_calibration
+
+    adj, x, y = sbm(48, 3, avg_degree=4, num_features=5, seed=1)
+    g = Graph(adj=sp.csr_array(adj), features=x, labels=y).random_split(0.5, 0.2, seed=1)
+    d = tmp_path / "k2"
+    man = partition_to_shards(g, d, 2, "random", 3)
+    assert main(["plan", "--graph", str(d), "--ranks", "4", "--time", "--memory", "--dims",
+                 "5,8,3", "--alpha", "2e-6", "--beta", "1e-10", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["timed"][0]["ranking"]
+    a = aggregation_pattern(shard_io.read_rows(d, man, 0, man["n"]).adj)
+
+    def offsets_for(b):
+        return a, part_blocks(man["offsets"], b)
+
+    configs = [c for c in candidate_configs(4) if c[0] == "3d" or offsets_for(4 // c[1])[1]]
+    ranked = rank_configs(a, 4, [5, 8, 3], load_calibration(), configs=configs,
+                          offsets_for=offsets_for)
+    want = within_limit(ranked, float("inf"), a=a, dims=[5, 8, 3], offsets_for=offsets_for)
+    assert [r["memory_peak_bytes"] for r in got] == [peak for _, peak in want]
+    assert len({r["memory_peak_bytes"] for r in got}) > 1
