@@ -12,12 +12,16 @@ A configuration's predicted per-rank peak is
   (``SETUP_FIXED_BYTES``) plus a price per nonzero of the rank's share of Â
   (``SETUP_BYTES_PER_NNZ``), fitted on rmat:18:16 and rmat:20:16 at 2 ranks,
   where every placement peaks in setup at hidden 16.
-* resident arrays: the rank's CSR blocks (int32 indices + float32 data +
-  int64 indptr, and a transposed copy for the backward SpMM), activations
-  and saved tensors per layer (float32, the rank's rows), the halo /
-  exchange buffers (the planner's per-rank received bytes in
-  ``Prediction.steps``), parameters with gradients and Adam's two moments,
-  features, labels and masks.
+* resident arrays: what the trainer holds between epochs, counted exactly
+  (:func:`held_bytes`, tested equal to a built trainer's arrays and
+  cross-checked by tracemalloc: the CSR blocks, int32 indices and indptr,
+  no transposed copy in 1d/1.5D, the aware exchange plans' column ids and
+  ``send_rows``, 3d's base copy and every layer's block with its
+  transpose; features and node data; saved inputs and dropout masks;
+  weights with gradients and Adam's two moments), plus the epoch's
+  transients, priced: one output per layer and the send and receive
+  buffers of the largest exchange (the planner's per-rank received bytes
+  in ``Prediction.steps``).
 
 The counts come from the same quantities the time model prices
 (:func:`spgnn.plan.model.local_work`), so every candidate of
@@ -140,7 +144,7 @@ def _rows_3d(n, grid, dims):
     return np.diff(block_offsets(n, int(grid[k])))[coords[:, k]].astype(np.int64)
 
 
-def held_bytes(a, prediction, dims, *, itemsize=_F32, dropout=True):
+def held_bytes(a, prediction, dims, *, itemsize=_F32, dropout=True, offsets=None):
     """Per-rank bytes of the arrays a full-graph GCN trainer holds between epochs. Pure.
 
     Exact counts of what :class:`~spgnn.gnn.train.Trainer` over a
@@ -157,6 +161,8 @@ def held_bytes(a, prediction, dims, *, itemsize=_F32, dropout=True):
       width values) and, with dropout, a bool mask per hidden layer;
     * ``parameters``: weights, gradients, Adam's two moments (GCN: no bias).
 
+    ``offsets``: the 1D/1.5D row blocks (default: even blocks).
+
     1d and 1.5D only: on 3d, ``graph`` is exact and the rest is None (its
     features, activations and weights are sharded over the grid's axes in
     ways this count does not follow; :func:`resident_bytes` prices them by
@@ -169,7 +175,7 @@ def held_bytes(a, prediction, dims, *, itemsize=_F32, dropout=True):
     if p.algorithm == "3d":
         return {"graph": _graph_blocks_3d(a, p, dims, itemsize), "data": None, "saved": None,
                 "parameters": None}
-    rows, graph = _graph_blocks_1d(a, p, itemsize)
+    rows, graph = _graph_blocks_1d(a, p, itemsize, offsets)
     data = rows * dims[0] * itemsize + 64 + rows * 5 * _I64 + 64 + rows * (2 * _I64 + 3)
     saved = rows * sum(dims[:-1]) * itemsize + (rows * sum(dims[1:-1]) if dropout else 0)
     parameters = np.full(rows.shape, 4 * weights * itemsize, dtype=np.int64)
@@ -185,12 +191,14 @@ def resident_bytes(a, prediction, dims, *, offsets=None, training=True):
     ``parameters``, ``data`` and ``total``.  ``training=False``: one SpMM
     (``spgnn spmm``: X and Y only, no parameters, saved tensors or labels).
 
-    ``graph`` is :func:`held_bytes`' exact count (1d and 1.5D with the
-    planner's even blocks, or ``offsets`` for 1d).  The rest: what the
-    trainer holds between epochs (:func:`held_bytes`: features, node data,
-    saved inputs, weights x4) plus the epoch's transients, which are priced,
-    not counted: one output per layer (rows x width), and the send and
-    receive buffers of the largest exchange (the planner's per-rank bytes).
+    ``graph`` is :func:`held_bytes`' exact count (1d and 1.5D on even
+    blocks or ``offsets``; 3d).  Training on 1d/1.5D, ``data``,
+    ``parameters`` and the saved part of ``activations`` are also
+    :func:`held_bytes`' counts; the epoch's transients are priced, not
+    counted: one output per layer (rows x width, in ``activations``) and the
+    send and receive buffers of the largest exchange (``halo``: the
+    planner's per-rank bytes).  3d's node data, activations and weights are
+    priced by the rows of the rank's first aggregation block.
     """
     p = prediction
     a = as_counts(a)
@@ -204,14 +212,18 @@ def resident_bytes(a, prediction, dims, *, offsets=None, training=True):
         rows = _rows_3d(a.shape[0], p.grid, dims)
     else:
         graph = _graph_blocks_1d(a, p, _F32, offsets)[1]
-    widths = sum(dims)
-    activations = rows * widths * _F32 * (2 if training else 1)   # outputs, saved inputs
-    params = sum(dims[i] * dims[i + 1] for i in range(len(dims) - 1))
-    parameters = np.full(rows.shape, params * _F32 * 4, dtype=np.int64)   # w, grad, Adam m, v
-    data = rows * (dims[0] * _F32 + 5 * _I64 + 2 * _I64 + 3)     # features, node table, node data
-    if not training:
-        parameters = np.zeros_like(parameters)
-        data = np.zeros_like(data)
+    if training and p.algorithm != "3d":   # counted: what the trainer holds between epochs
+        held = held_bytes(a, p, dims, offsets=offsets)
+        data, parameters = held["data"], held["parameters"]
+        activations = held["saved"] + rows * sum(dims[1:]) * _F32    # + one output per layer
+    elif training:                          # 3d: priced by the rows of the rank's block
+        activations = rows * sum(dims) * _F32 * 2                    # outputs, saved inputs
+        weights = sum(dims[i] * dims[i + 1] for i in range(len(dims) - 1))
+        parameters = np.full(rows.shape, weights * _F32 * 4, dtype=np.int64)
+        data = rows * (dims[0] * _F32 + 5 * _I64 + 2 * _I64 + 3)   # features, node data
+    else:                                   # one SpMM: X and Y
+        activations = rows * sum(dims) * _F32
+        parameters = data = np.zeros(rows.shape, dtype=np.int64)
     halo = np.zeros(rows.shape, dtype=np.int64)
     for s in p.steps:
         if s.kind == "compute":

@@ -30,7 +30,8 @@ def test_1d_graph_blocks_are_the_row_blocks_without_a_transpose():
     for r in range(4):
         block = a[off[r]:off[r + 1]]
         assert res["graph"][r] == _csr_bytes(block)
-        assert res["activations"][r] == block.shape[0] * 16 * 4 * 2
+        rows = block.shape[0]     # saved inputs (8 + 5 wide), a dropout mask, the outputs (5 + 3)
+        assert res["activations"][r] == rows * (8 + 5) * 4 + rows * 5 + rows * (5 + 3) * 4
 
 
 def test_parameters_are_weights_gradients_and_two_adam_moments():
