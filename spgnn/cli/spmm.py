@@ -144,12 +144,15 @@ def _choose(comm, args):
             err = exc
     comm.agree(err)
     algorithms = () if args.algo == "auto" else (args.algo,)
-    from ..plan.host import memory_limit_bytes
+    from ..plan.host import memory_limit_bytes, note_default
 
     limit = memory_limit_bytes(comm, args.memory_limit)
-    algo, c, grid, top = choose_spmm(comm, adj, args.feat, partition=args.partition,
-                                     seed=args.seed, grid=args.grid, algorithms=algorithms,
-                                     memory_limit=limit)
+    try:
+        algo, c, grid, top = choose_spmm(comm, adj, args.feat, partition=args.partition,
+                                         seed=args.seed, grid=args.grid, algorithms=algorithms,
+                                         memory_limit=limit)
+    except ValueError as exc:       # every rank alike
+        raise note_default(exc, args.memory_limit) from None
     args.algo = algo
     args.replication = c if algo.startswith("15d") else (
         2 if args.replication == "auto" else args.replication)

@@ -38,6 +38,7 @@ from ..core.hybrid import AGGREGATIONS
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
 from ..errors import GridError, NonFiniteError, ShardError
 from ..grid import default_grid_3d, parse_grid
+from ..plan.host import note_default
 from ..io import is_shard_dir, load_graph, read_manifest
 from ..io.preprocess import random_projection, row_normalize_features
 from ..io.synthetic import check_feature_spec, check_label_spec, with_synthetic
@@ -756,7 +757,7 @@ class TrainConfig:
                     else None)
             except ValueError as exc:    # every rank alike
                 if not explicit or "no configuration fits" not in str(exc):
-                    raise
+                    raise note_default(exc, self.memory_limit) from None
                 raise ValueError(f"--algo {self.algo}: " + str(exc).replace(
                     "--algo auto: ", "").replace("no configuration fits", "does not fit")) from None
         return self._resolved(algo, c, grid), top, [block]    # placement empties the list
@@ -774,10 +775,14 @@ class TrainConfig:
         if graph is not None:       # --feature-dim is already applied by load_graph
             dims = ([int(graph.features.shape[1])] + [self.hidden] * (self.layers - 1)
                     + [int(graph.num_classes)])
-        algo, c, grid, top = choose(comm, graph, dims, partition=self.partition, seed=self.seed,
-                                    grid=self.grid, algorithms=self._auto_algorithms(),
-                                    permute=self.permute, agg_blocks=self.agg_blocks,
-                                    memory_limit=self._memory_limit_bytes(comm))
+        try:
+            algo, c, grid, top = choose(comm, graph, dims, partition=self.partition,
+                                        seed=self.seed, grid=self.grid,
+                                        algorithms=self._auto_algorithms(), permute=self.permute,
+                                        agg_blocks=self.agg_blocks,
+                                        memory_limit=self._memory_limit_bytes(comm))
+        except ValueError as exc:       # every rank alike
+            raise note_default(exc, self.memory_limit) from None
         return self._resolved(algo, c, grid), top
 
     def _check_memory(self, comm, graph):

@@ -13,7 +13,7 @@ import os
 import socket
 
 __all__ = ["host_memory_bytes", "ranks_on_host", "default_memory_limit", "memory_limit_bytes",
-           "NO_LIMIT"]
+           "note_default", "NO_LIMIT"]
 
 #: ``--memory-limit none``: no check.
 NO_LIMIT = "none"
@@ -57,3 +57,12 @@ def memory_limit_bytes(comm, text):
     from .memory import parse_bytes
 
     return parse_bytes(text)
+
+
+def note_default(exc, text):
+    """``exc`` (a ValueError of ``--algo auto``), saying where the limit came from when
+    ``--memory-limit`` was not given (``text`` None): the default. Local."""
+    if text is not None or "no configuration fits" not in str(exc):
+        return exc
+    return ValueError(f"{exc}; that limit is the default, this host's memory over the ranks "
+                      f"on it (SPGNN_HOST_MEMORY sets the host's memory)")

@@ -133,7 +133,7 @@ def test_train_auto_applies_the_default_limit_and_none_turns_it_off(monkeypatch)
     assert fits[0] == fits[1] and all(0 < r["memory_peak_bytes"] <= 2 ** 30 for r in fits[0])
     monkeypatch.setenv("SPGNN_HOST_MEMORY", str(2 * 10 ** 6))     # 1 MB a rank: nothing fits
     assert all("no configuration fits" in m and "--memory-limit none" in m
-               for m in spgnn.run_loopback(2, fn, None))
+               and "the default, this host's memory" in m for m in spgnn.run_loopback(2, fn, None))
     off = spgnn.run_loopback(2, fn, "none")
     assert all("memory_peak_bytes" not in r for r in off[0])
 
