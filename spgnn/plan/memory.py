@@ -36,7 +36,7 @@ import numpy as np
 
 from ..grid import AXES_3D
 from ..layout import block_offsets
-from .events import as_counts, gcn_3d_layers
+from .events import BlockCounts, as_counts, gcn_3d_layers
 from .model import local_work
 
 __all__ = ["BASELINE_BYTES", "held_bytes", "SETUP_BYTES_PER_NNZ", "SETUP_FIXED_BYTES", "baseline_bytes", "resident_bytes",
@@ -66,6 +66,51 @@ def baseline_bytes(baseline=None):
 
 def _family(algorithm):
     return "3d" if algorithm == "3d" else "15d" if algorithm.startswith("15d") else "1d"
+
+
+class _Memo(BlockCounts):
+    """``counts`` answering each question once (one pricing asks the same blocks many times);
+    a whole matrix's block counts by one ``bincount`` instead of ``np.add.at``."""
+
+    def __init__(self, counts):
+        self._c, self.shape, self._got = counts, counts.shape, {}
+
+    def _ask(self, key, compute):
+        if key not in self._got:
+            self._got[key] = compute()
+        return self._got[key]
+
+    def block_nnz(self, row_off, col_off):
+        r, c = tuple(int(v) for v in row_off), tuple(int(v) for v in col_off)
+        return self._ask(("nnz", r, c), lambda: self._block_nnz(r, c))
+
+    def _block_nnz(self, r, c):
+        m = getattr(self._c, "matrix", None)
+        if m is None:
+            return np.asarray(self._c.block_nnz(r, c), dtype=np.int64)
+        i = np.repeat(np.searchsorted(r, np.arange(m.shape[0]), side="right") - 1,
+                      np.diff(m.indptr))
+        j = np.searchsorted(c, m.indices, side="right") - 1
+        k = len(c) - 1
+        return np.bincount(i * k + j, minlength=(len(r) - 1) * k).reshape(len(r) - 1, k)
+
+    def row_block_nnz(self, offsets):
+        off = tuple(int(v) for v in offsets)
+        return self._ask(("rows", off), lambda: np.asarray(self._c.row_block_nnz(off),
+                                                           dtype=np.int64))
+
+    def pair_rows(self, offsets):
+        off = tuple(int(v) for v in offsets)
+        return self._ask(("pairs", off), lambda: np.asarray(self._c.pair_rows(off),
+                                                            dtype=np.int64))
+
+    def transpose(self):
+        return _Memo(self._c.transpose())
+
+
+def _memo(a):
+    a = as_counts(a)
+    return a if isinstance(a, _Memo) else _Memo(a)
 
 
 def _pairs_sent(a, off):
@@ -264,14 +309,20 @@ def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offset
     if a is None or dims is None:
         raise ValueError("within_limit: pass a= (Â or its block counts) and dims= (the layer "
                          "widths) to price the predictions")
-    out = []
+    out, memos = [], {}
+
+    def memo(m):                # one memo per matrix: the predictions share its blocks
+        if id(m) not in memos:
+            memos[id(m)] = (m, _memo(m))
+        return memos[id(m)][1]
+
     for p in predictions:
         m, off = a, offsets
         if offsets_for is not None:
             c = p.replication if p.algorithm.startswith("15d") else 1
             m, off = offsets_for(p.ranks if p.algorithm == "3d" else p.ranks // c)
             off = None if p.algorithm == "3d" else off
-        peak = peak_bytes(m, p, dims, baseline=baseline, offsets=off, training=training)
+        peak = peak_bytes(memo(m), p, dims, baseline=baseline, offsets=off, training=training)
         if peak <= limit:
             out.append((p, peak))
     return out
