@@ -245,6 +245,19 @@ def _aggregation_rows(a, offsets, args):
     return out
 
 
+def _priced(args, ranked, ahat, dims, offsets_for=None):
+    """``ranked`` as dicts; with ``--memory`` each carries ``memory_peak_bytes``, priced on the
+    row blocks it was ranked on (:func:`spgnn.plan.memory.within_limit`). Pure."""
+    ranking = [r.to_dict() for r in ranked]
+    if getattr(args, "memory", False):
+        from spgnn.plan.memory import within_limit
+
+        for d, (_, peak) in zip(ranking, within_limit(ranked, float("inf"), a=ahat, dims=dims,
+                                                      offsets_for=offsets_for)):
+            d["memory_peak_bytes"] = peak
+    return ranking
+
+
 def time_all(args, adj, ordered):
     """Per rank count, every configuration's predicted epoch, fastest first. Local."""
     from spgnn.partition import double_permutation
@@ -271,13 +284,7 @@ def time_all(args, adj, ordered):
                               agg_blocks=args.agg_blocks,
                               permutation_for=(lambda m: double_permutation(m, args.seed))
                               if args.permute == "double" else None)
-        ranking = [r.to_dict() for r in ranked]
-        if getattr(args, "memory", False):
-            from spgnn.plan.memory import peak_bytes
-
-            for r, d in zip(ranked, ranking):
-                d["memory_peak_bytes"] = peak_bytes(ahat, r, dims)
-        out.append({"ranks": p, "ranking": ranking})
+        out.append({"ranks": p, "ranking": _priced(args, ranked, ahat, dims, offsets_for)})
     meta = {"dims": dims, "calibration": cal.meta.get("source", args.calibration or "file"),
             "permute": args.permute, "agg_blocks": args.agg_blocks,
             "calibrated": {"compute": "compute" in cal.meta, "comm": "comm" in cal.meta},
@@ -441,10 +448,10 @@ def _shard_plans(args):
         for q in ranks_list:
             configs = [c for c in candidate_configs(q)
                        if c[0] == "3d" or row_blocks(q // c[1]) is not None]
+            offsets_for = (lambda b: (ahat, row_blocks(b)))
             ranked = rank_configs(ahat, q, dims, cal, configs=configs, itemsize=args.itemsize,
-                                  offsets_for=lambda b: (ahat, row_blocks(b)),
-                                  agg_blocks=args.agg_blocks)
-            out.append({"ranks": q, "ranking": [x.to_dict() for x in ranked]})
+                                  offsets_for=offsets_for, agg_blocks=args.agg_blocks)
+            out.append({"ranks": q, "ranking": _priced(args, ranked, ahat, dims, offsets_for)})
         return out
 
     rec, needs = recorder(n)
@@ -488,9 +495,6 @@ def run(args):
         raise ValueError("plan: --memory applies with --time (it prices the ranked "
                          "configurations)")
     if _shards.is_shard_dir(args.graph):
-        if getattr(args, "memory", False):
-            raise ValueError("plan: --memory is not priced on shard directories yet (the memory "
-                             "model reads even row blocks); leave it out")
         got = _shard_plans(args)            # every rank reads its share of the shards
         if got is None:
             return 0

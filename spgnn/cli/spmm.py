@@ -51,7 +51,8 @@ def add_parser(sub):
     p.add_argument("--feat", type=int, default=64, help="columns of X (default 64)")
     p.add_argument("--memory-limit", default=None, metavar="BYTES",
                    help="bytes per rank (e.g. 2G): --algo auto skips configurations whose "
-                        "predicted peak (spgnn.plan.memory) exceeds it")
+                        "predicted peak (spgnn.plan.memory) exceeds it (default: this host's "
+                        "memory over the ranks on it; none: no check)")
     p.add_argument("--algo", default="1d-aware", choices=("auto",) + DISTRIBUTED_ALGORITHMS,
                    help="auto: the configuration the performance model predicts fastest for "
                         "one multiply (rank 0 ranks, every rank runs its choice; the top 3 are "
@@ -143,12 +144,15 @@ def _choose(comm, args):
             err = exc
     comm.agree(err)
     algorithms = () if args.algo == "auto" else (args.algo,)
-    from ..plan.memory import parse_bytes
+    from ..plan.host import memory_limit_bytes, note_default
 
-    limit = None if args.memory_limit is None else parse_bytes(args.memory_limit)
-    algo, c, grid, top = choose_spmm(comm, adj, args.feat, partition=args.partition,
-                                     seed=args.seed, grid=args.grid, algorithms=algorithms,
-                                     memory_limit=limit)
+    limit = memory_limit_bytes(comm, args.memory_limit)
+    try:
+        algo, c, grid, top = choose_spmm(comm, adj, args.feat, partition=args.partition,
+                                         seed=args.seed, grid=args.grid, algorithms=algorithms,
+                                         memory_limit=limit)
+    except ValueError as exc:       # every rank alike
+        raise note_default(exc, args.memory_limit) from None
     _take_choice(args, algo, c, grid)
     if comm.rank == 0:
         print(f"--algo auto chose {algo}{' --grid ' + args.grid if grid else ''}"

@@ -37,7 +37,8 @@ from ..core.codec import QUANTIZE_CHOICES
 from ..core.hybrid import AGGREGATIONS
 from ..core.spmm import DISTRIBUTED_ALGORITHMS
 from ..errors import GridError, NonFiniteError, ShardError
-from ..grid import parse_grid
+from ..grid import default_grid_3d, parse_grid
+from ..plan.host import note_default
 from ..io import is_shard_dir, load_graph, read_manifest
 from ..io.preprocess import random_projection, row_normalize_features
 from ..io.synthetic import check_feature_spec, check_label_spec, with_synthetic
@@ -139,7 +140,8 @@ class TrainConfig:
                            "3d: the most cubic)")
     memory_limit: str = _opt(None, "bytes per rank (e.g. 2G): --algo auto skips configurations "
                                    "whose predicted peak (spgnn.plan.memory) exceeds it "
-                                   "(default: none)", metavar="BYTES")
+                                   "(default: this host's memory over the ranks on it; none: "
+                                   "no check)", metavar="BYTES")
     permute: str = _opt("none", "3d: Plexus's double permutation (independent row and column "
                                 "orders, alternating by layer) to even out the nnz per rank",
                         choices=PERMUTES)
@@ -616,12 +618,13 @@ class TrainConfig:
                 cfg, auto, block = self._choose_from_rows(comm, clock, progress)
             else:
                 cfg, auto = self._choose(comm, graph)
-        elif self.memory_limit is not None:
-            if self.sharded or self.generated:
-                comm.agree(ValueError("--memory-limit with an explicit --algo is not priced on "
-                                      "generator specs and shard directories yet; use --algo "
-                                      "auto on a generator spec, or leave it out"))
-            self._check_memory(comm, graph)
+        elif self.memory_limit is not None and self.memory_limit.strip().lower() != "none":
+            if (self.sharded or self.generated) and not any(
+                    comm.allgather_obj(graph is not None, label="gnn-setup:meta")):
+                # price this one configuration on the counts gathered from the ranks' rows
+                cfg, _, block = self._choose_from_rows(comm, clock, progress, explicit=True)
+            else:
+                self._check_memory(comm, graph)
         common = dict(adjacency=cfg.spec.adjacency, backend=cfg.backend,
                       dtype=np.dtype(cfg.dtype), normalize_features=not cfg.feature_dim)
         if cfg.sharded:          # the "read shards" step instead of "scatter"
@@ -693,11 +696,13 @@ class TrainConfig:
             changes["grid"] = "x".join(map(str, grid))
         return dataclasses.replace(self, **changes)
 
-    def _choose_from_rows(self, comm, clock=None, progress=None):
+    def _choose_from_rows(self, comm, clock=None, progress=None, explicit=False):
         """``(resolved config, top 3, this rank's rows)``: the time model's choice from the
         rows each rank reads (shards) or draws (a generator spec), 1d's row blocks, without
         any rank holding the graph (:func:`~spgnn.plan.from_rows.choose_from_rows`). The rows
-        are reused by the placement when they are the rows it needs. Collective."""
+        are reused by the placement when they are the rows it needs.  ``explicit``: the
+        explicit ``--algo`` (its ``--replication``, ``--grid``) is the one candidate, priced
+        against ``--memory-limit`` (one agreed ValueError when over it). Collective."""
         import contextlib
 
         from ..io import shards as shard_io
@@ -758,13 +763,25 @@ class TrainConfig:
             classes = int(comm.allreduce(np.array([block.label.max(initial=-1)], dtype=np.int64),
                                          op="max", label="gnn-setup:meta")[0]) + 1
         dims = [f] + [self.hidden] * (self.layers - 1) + [classes]
+        algorithms, grid = self._auto_algorithms(), self.grid
+        if explicit:
+            algorithms = (self.algo,)
+            if self.algo == "3d" and grid is None:
+                grid = "x".join(map(str, default_grid_3d(p)))
         with stage("auto"):
             # Â's pattern: A' (symmetric) and the diagonal, counted without a copy
-            algo, c, grid, top = choose_from_rows(
-                comm, block.adj, off[r], n, dims, grid=self.grid,
-                algorithms=self._auto_algorithms(), permute=self.permute,
-                agg_blocks=self.agg_blocks, row_blocks=row_blocks, add_identity=True,
-                memory_limit=self._memory_limit_bytes())
+            try:
+                algo, c, grid, top = choose_from_rows(
+                    comm, block.adj, off[r], n, dims, grid=grid, algorithms=algorithms,
+                    permute=self.permute, agg_blocks=self.agg_blocks, row_blocks=row_blocks,
+                    add_identity=True, memory_limit=self._memory_limit_bytes(comm),
+                    replication=self.replication if explicit and self.algo.startswith("15d")
+                    else None)
+            except ValueError as exc:    # every rank alike
+                if not explicit or "no configuration fits" not in str(exc):
+                    raise note_default(exc, self.memory_limit) from None
+                raise ValueError(f"--algo {self.algo}: " + str(exc).replace(
+                    "--algo auto: ", "").replace("no configuration fits", "does not fit")) from None
         return self._resolved(algo, c, grid), top, [block]    # placement empties the list
 
     def _choose(self, comm, graph):
@@ -780,10 +797,14 @@ class TrainConfig:
         if graph is not None:       # --feature-dim is already applied by load_graph
             dims = ([int(graph.features.shape[1])] + [self.hidden] * (self.layers - 1)
                     + [int(graph.num_classes)])
-        algo, c, grid, top = choose(comm, graph, dims, partition=self.partition, seed=self.seed,
-                                    grid=self.grid, algorithms=self._auto_algorithms(),
-                                    permute=self.permute, agg_blocks=self.agg_blocks,
-                                    memory_limit=self._memory_limit_bytes())
+        try:
+            algo, c, grid, top = choose(comm, graph, dims, partition=self.partition,
+                                        seed=self.seed, grid=self.grid,
+                                        algorithms=self._auto_algorithms(), permute=self.permute,
+                                        agg_blocks=self.agg_blocks,
+                                        memory_limit=self._memory_limit_bytes(comm))
+        except ValueError as exc:       # every rank alike
+            raise note_default(exc, self.memory_limit) from None
         return self._resolved(algo, c, grid), top
 
     def _check_memory(self, comm, graph):
@@ -815,13 +836,15 @@ class TrainConfig:
                 err = ValueError(f"--memory-limit: cannot price --algo {self.algo}: {exc}")
         comm.agree(err)
 
-    def _memory_limit_bytes(self):
-        """``memory_limit`` in bytes, or None (unset). Local."""
-        if self.memory_limit is None:
-            return None
-        from ..plan.memory import parse_bytes
+    def _memory_limit_bytes(self, comm=None):
+        """``memory_limit`` in bytes, or None (``none``, or unset without ``comm``); unset with
+        ``comm``: this host's memory over the ranks on it (:mod:`spgnn.plan.host`). Collective
+        when unset and ``comm`` is given, else local."""
+        from ..plan.host import memory_limit_bytes
 
-        return parse_bytes(self.memory_limit)
+        if self.memory_limit is None and comm is None:
+            return None
+        return memory_limit_bytes(comm, self.memory_limit)
 
     @classmethod
     def from_options(cls, options):

@@ -58,7 +58,6 @@ for bit.
 """
 
 import dataclasses
-import os
 import socket
 from collections import deque
 
@@ -66,6 +65,7 @@ import numpy as np
 
 from ..backends import get_backend
 from ..local.csr import LocalCSR
+from ..plan.host import host_memory_bytes
 from .blocks import BlockOperator
 from .context import BlockContext
 from .hec_cache import INFINITE, HistoricalCache
@@ -74,13 +74,6 @@ from .layers import SAGEConv
 __all__ = ["HECConfig", "HECRunner", "HECBlockContext", "MISS_POLICIES", "AUTO", "AUTO_BUDGET",
            "push_selection", "host_memory_bytes", "drop_halo_columns"]
 
-
-def host_memory_bytes():
-    """This host's physical memory in bytes (``SPGNN_HOST_MEMORY`` overrides it). Local."""
-    env = os.environ.get("SPGNN_HOST_MEMORY")
-    if env:
-        return int(float(env))
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 #: ``--miss-policy`` choices.
 MISS_POLICIES = ("fallback", "drop", "keep-local", "zero")

@@ -58,25 +58,32 @@ def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms, permute="no
     pattern = sp.csr_array(a - sp.eye_array(a.shape[0], format="csr") != 0, dtype=np.float32)
     # --permute double: the P_r, P_c the run draws (DistGraph: after the partition, from the
     # seed), so 3d is priced on the very shards it will multiply
+    offsets_for = _offsets_for(a, pattern, partition, seed)
     ranked = rank_configs(a, p, dims, load_calibration(), configs=_configs(p, grid, algorithms),
-                          offsets_for=_offsets_for(a, pattern, partition, seed),
+                          offsets_for=offsets_for,
                           agg_blocks=agg_blocks,
                           permutation_for=(lambda m: double_permutation(m, seed))
                           if permute == "double" else None)
     if memory_limit is None:
         return [r.to_dict() for r in ranked[:3]]
-    return _fitting(ranked, memory_limit, a, dims)
+    return _fitting(ranked, memory_limit, a, dims, offsets_for=offsets_for)
 
 
-def _fitting(ranked, limit, a, dims, training=True):
-    """The top 3 of ``ranked`` whose predicted per-rank peak fits ``limit`` (ValueError if none)."""
-    from .memory import peak_bytes, within_limit
+def _fitting(ranked, limit, a, dims, training=True, offsets_for=None):
+    """The top 3 of ``ranked`` whose predicted per-rank peak fits ``limit`` (ValueError if none).
 
-    fits = within_limit(ranked, limit, a=a, dims=dims, training=training)
+    ``offsets_for`` as :func:`~spgnn.plan.model.rank_configs` took it (each
+    configuration is priced on the row blocks it was ranked on)."""
+    from .memory import within_limit
+
+    fits = within_limit(ranked, limit, a=a, dims=dims, training=training,
+                        offsets_for=offsets_for)
     if not fits:
-        best = min(peak_bytes(a, r, dims, training=training) for r in ranked)
+        best = min(peak for _, peak in within_limit(ranked, float("inf"), a=a, dims=dims,
+                                                     training=training, offsets_for=offsets_for))
         raise ValueError(f"--algo auto: no configuration fits in --memory-limit {int(limit):,d} "
-                         f"bytes per rank (the smallest predicted peak is {best:,d} bytes)")
+                         f"bytes per rank (the smallest predicted peak is {best:,d} bytes; "
+                         f"--memory-limit none turns the check off)")
     skipped = [r.label for r in ranked if all(r is not f for f, _ in fits)]
     out = []
     for r, peak in fits[:3]:

@@ -118,15 +118,20 @@ def _offsets_for(counts, row_blocks):
 
 
 def needed_counts(n, ranks, dims, configs, agg_blocks=1, row_blocks=None):
-    """The :class:`_Needs` of ranking ``configs`` on an n×n matrix. Pure.
+    """The :class:`_Needs` of ranking ``configs`` on an n×n matrix, and of pricing their
+    memory (:func:`spgnn.plan.memory.within_limit`). Pure.
 
     ``row_blocks(blocks)``: the row partition into that many blocks
     (default: even blocks, ``partition="none"``).
     """
+    from .memory import within_limit
+
     needs = _Needs()
     rec = _Recorder(n, needs)
-    rank_configs(rec, ranks, dims, DEFAULT_CALIBRATION, configs=configs,
-                 offsets_for=_offsets_for(rec, row_blocks), agg_blocks=agg_blocks)
+    ranked = rank_configs(rec, ranks, dims, DEFAULT_CALIBRATION, configs=configs,
+                          offsets_for=_offsets_for(rec, row_blocks), agg_blocks=agg_blocks)
+    # and what the memory model reads of the same configurations (--memory-limit)
+    within_limit(ranked, float("inf"), a=rec, dims=dims, offsets_for=_offsets_for(rec, row_blocks))
     return needs
 
 
@@ -361,7 +366,8 @@ def _check_rows(comm, rows, lo, n):
 
 
 def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permute="none",
-                     agg_blocks=1, memory_limit=None, row_blocks=None, add_identity=False):
+                     agg_blocks=1, memory_limit=None, row_blocks=None, add_identity=False,
+                     replication=None):
     """:func:`spgnn.plan.choose.choose` from the ranks' rows of Â (partition none). Collective.
 
     ``rows``: this rank's scipy CSR rows ``lo .. lo + rows.shape[0]`` of the
@@ -371,8 +377,8 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
     as in :func:`~spgnn.plan.choose.choose`; ``permute="double"`` is refused
     (its permutations are drawn from the whole Â).  ``memory_limit``
     (bytes per rank): keep the configurations whose predicted per-rank peak
-    fits (the memory model's ``within_limit``, issue 37 item 4; a ValueError
-    while that model is absent).  ``row_blocks``:
+    fits (the memory model's ``within_limit``, issue 37 item 4, on the
+    same gathered counts and row blocks as the time model).  ``row_blocks``:
     the 1D/1.5D row partitions, ``row_blocks(blocks)`` -> ``blocks + 1``
     boundaries, or None where that many blocks cannot be placed (those
     candidates are skipped; a shard directory's parts,
@@ -380,7 +386,8 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
     (``partition="none"``).  3d is priced on even blocks of the rows' order.
     ``add_identity``: ``rows`` are a symmetric A's (a generated graph's or
     shards' ``A'``) and Â's pattern is A + I's, counted without building it
-    (:func:`gather_counts`).
+    (:func:`gather_counts`).  ``replication``: only the 1.5D candidates of
+    that ``c`` (an explicit ``--algo 15d*`` priced against ``memory_limit``).
 
     Returns ``(algorithm, replication, grid or None, top3)`` on every rank:
     on the same graph exactly :func:`~spgnn.plan.choose.choose`'s, the same
@@ -401,6 +408,8 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
     comm.agree(err)
     g = parse_grid(grid, p, ndim=3, what="choose_from_rows: grid") if grid else None
     configs = _configs(p, g, tuple(algorithms))
+    if replication is not None:     # one 1.5D replication (an explicit --algo 15d* priced)
+        configs = [cf for cf in configs if cf[1] == int(replication)]
     if row_blocks is not None:
         configs = [cf for cf in configs if cf[0] == "3d" or row_blocks(p // cf[1]) is not None]
         if not configs:
@@ -410,11 +419,6 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
                                  f"({', '.join(algorithms) or 'any'}) can place these row "
                                  f"blocks on {p} ranks: row_blocks(P/c) has none for every c"))
     dims = [int(v) for v in dims]
-    if memory_limit is not None and row_blocks is not None:
-        # the memory model prices even row blocks; the counts of the parts' blocks it would
-        # need are not gathered yet
-        comm.agree(ValueError("--memory-limit is not priced on shard directories yet (the "
-                              "memory model reads even row blocks); leave it out"))
     if p == 1:
         counts = pattern_rows(rows, lo) if add_identity else sp.csr_array(rows)
     else:
@@ -426,8 +430,9 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
         ranked = rank_configs(counts, p, dims, load_calibration(), configs=configs,
                               offsets_for=_offsets_for(counts, row_blocks),
                               agg_blocks=agg_blocks)
-        if memory_limit is not None:    # the memory model prices the same counts
-            return _fitting(ranked, memory_limit, counts, dims)
+        if memory_limit is not None:    # the memory model prices the same counts and blocks
+            return _fitting(ranked, memory_limit, counts, dims,
+                            offsets_for=_offsets_for(counts, row_blocks))
         return [r.to_dict() for r in ranked[:3]]
 
     return _agree(comm, compute)

@@ -12,12 +12,16 @@ A configuration's predicted per-rank peak is
   (``SETUP_FIXED_BYTES``) plus a price per nonzero of the rank's share of Â
   (``SETUP_BYTES_PER_NNZ``), fitted on rmat:18:16 and rmat:20:16 at 2 ranks,
   where every placement peaks in setup at hidden 16.
-* resident arrays: the rank's CSR blocks (int32 indices + float32 data +
-  int64 indptr, and a transposed copy for the backward SpMM), activations
-  and saved tensors per layer (float32, the rank's rows), the halo /
-  exchange buffers (the planner's per-rank received bytes in
-  ``Prediction.steps``), parameters with gradients and Adam's two moments,
-  features, labels and masks.
+* resident arrays: what the trainer holds between epochs, counted exactly
+  (:func:`held_bytes`, tested equal to a built trainer's arrays and
+  cross-checked by tracemalloc: the CSR blocks, int32 indices and indptr,
+  no transposed copy in 1d/1.5D, the aware exchange plans' column ids and
+  ``send_rows``, 3d's base copy and every layer's block with its
+  transpose; features and node data; saved inputs and dropout masks;
+  weights with gradients and Adam's two moments), plus the epoch's
+  transients, priced: one output per layer and the send and receive
+  buffers of the largest exchange (the planner's per-rank received bytes
+  in ``Prediction.steps``).
 
 The counts come from the same quantities the time model prices
 (:func:`spgnn.plan.model.local_work`), so every candidate of
@@ -30,10 +34,12 @@ import os
 
 import numpy as np
 
-from .events import as_counts
+from ..grid import AXES_3D
+from ..layout import block_offsets
+from .events import BlockCounts, as_counts, gcn_3d_layers
 from .model import local_work
 
-__all__ = ["BASELINE_BYTES", "SETUP_BYTES_PER_NNZ", "SETUP_FIXED_BYTES", "baseline_bytes", "resident_bytes",
+__all__ = ["BASELINE_BYTES", "held_bytes", "SETUP_BYTES_PER_NNZ", "SETUP_FIXED_BYTES", "baseline_bytes", "resident_bytes",
            "peak_bytes", "within_limit", "parse_bytes"]
 
 #: The process before data: interpreter + numpy/scipy/numba/mpi4py (measured, docs/scale.md).
@@ -62,6 +68,165 @@ def _family(algorithm):
     return "3d" if algorithm == "3d" else "15d" if algorithm.startswith("15d") else "1d"
 
 
+class _Memo(BlockCounts):
+    """``counts`` answering each question once (one pricing asks the same blocks many times);
+    a whole matrix's block counts by one ``bincount`` instead of ``np.add.at``."""
+
+    def __init__(self, counts):
+        self._c, self.shape, self._got = counts, counts.shape, {}
+
+    def _ask(self, key, compute):
+        if key not in self._got:
+            self._got[key] = compute()
+        return self._got[key]
+
+    def block_nnz(self, row_off, col_off):
+        r, c = tuple(int(v) for v in row_off), tuple(int(v) for v in col_off)
+        return self._ask(("nnz", r, c), lambda: self._block_nnz(r, c))
+
+    def _block_nnz(self, r, c):
+        m = getattr(self._c, "matrix", None)
+        if m is None:
+            return np.asarray(self._c.block_nnz(r, c), dtype=np.int64)
+        i = np.repeat(np.searchsorted(r, np.arange(m.shape[0]), side="right") - 1,
+                      np.diff(m.indptr))
+        j = np.searchsorted(c, m.indices, side="right") - 1
+        k = len(c) - 1
+        return np.bincount(i * k + j, minlength=(len(r) - 1) * k).reshape(len(r) - 1, k)
+
+    def row_block_nnz(self, offsets):
+        off = tuple(int(v) for v in offsets)
+        return self._ask(("rows", off), lambda: np.asarray(self._c.row_block_nnz(off),
+                                                           dtype=np.int64))
+
+    def pair_rows(self, offsets):
+        off = tuple(int(v) for v in offsets)
+        return self._ask(("pairs", off), lambda: np.asarray(self._c.pair_rows(off),
+                                                            dtype=np.int64))
+
+    def transpose(self):
+        return _Memo(self._c.transpose())
+
+
+def _memo(a):
+    a = as_counts(a)
+    return a if isinstance(a, _Memo) else _Memo(a)
+
+
+def _pairs_sent(a, off):
+    """Rows each part sends in a 1D/1.5D-aware exchange: column sums of ``pair_rows``."""
+    r = np.asarray(a.pair_rows(off), dtype=np.int64)
+    return r.sum(axis=0)
+
+
+def _graph_blocks_1d(a, p, itemsize, offsets=None):
+    """Bytes of the sparse blocks a 1d / 1d-aware / 15d / 15d-aware rank holds (array by rank).
+
+    Counted from what :class:`~spgnn.core.dist_sparse.DistSparseMatrix` keeps:
+    the rank's block (int32 indices, values, int32 indptr); the aware
+    variants add the exchange plan's compacted column ids (int32, one per
+    stored entry; values and indptr are shared with the block), its
+    ``send_rows`` (int64, one per row sent) and two int64 counts per peer
+    block.  No transposed copy: Â is symmetric and the backward pass
+    multiplies by the same block.
+    """
+    rows, nnz = local_work(a, p.algorithm, p.ranks, offsets=offsets, replication=p.replication,
+                           grid=p.grid)
+    rows, nnz = np.asarray(rows, dtype=np.int64), np.asarray(nnz, dtype=np.int64)
+    graph = nnz * (_I32 + itemsize) + (rows + 1) * _I32
+    if p.algorithm.endswith("aware"):
+        c = p.replication if p.algorithm.startswith("15d") else 1
+        k = p.ranks // c
+        off = block_offsets(a.shape[0], k) if offsets is None else offsets
+        sent = np.repeat(_pairs_sent(a, off), c) if c == 1 else _slab_sent(a, off, c)
+        graph = graph + nnz * _I32 + sent * _I64 + 2 * k * _I64
+    return rows, graph
+
+
+def _slab_sent(a, off, c):
+    """1.5D-aware: rows rank ``i·c + j`` sends, the pairs of column slab ``j``'s parts."""
+    k = len(off) - 1
+    slab = block_offsets(k, c)
+    sent = _pairs_sent(a, off)                # per row block of the whole matrix
+    out = np.zeros(k * c, dtype=np.int64)
+    for i in range(k):
+        for j in range(c):
+            out[i * c + j] = sent[i] if slab[j] <= i < slab[j + 1] else 0
+    return out
+
+
+def _graph_blocks_3d(a, p, dims, itemsize):
+    """Bytes of the sparse blocks a 3d rank holds (array by world rank).
+
+    The row-split base copy (1D blocks over all P ranks, kept to make the
+    layer blocks) plus, for every distinct aggregation of the layers
+    (:func:`~spgnn.plan.events.gcn_3d_layers`, Â's ``(d, o)`` block), that
+    block and its local transpose (the backward pass's ``Âᵀ``, rows split by
+    ``o``): int32 indices, values, int32 indptr each.
+    """
+    n = a.shape[0]
+    g = dict(zip(AXES_3D, p.grid))
+    ranks = int(np.prod(p.grid))
+    coords = np.array(np.unravel_index(np.arange(ranks), tuple(p.grid))).T   # (rank, axis)
+    axis = {name: k for k, name in enumerate(AXES_3D)}
+    base_off = block_offsets(n, ranks)
+    graph = (np.asarray(a.row_block_nnz(base_off), dtype=np.int64) * (_I32 + itemsize)
+             + (np.diff(base_off) + 1) * _I32)
+    for d, o in dict.fromkeys((lay["prop"][2], lay["prop"][0]) for lay in gcn_3d_layers(dims)):
+        roff, coff = block_offsets(n, g[d]), block_offsets(n, g[o])
+        z = np.asarray(a.block_nnz(roff, coff), dtype=np.int64)
+        cd, co = coords[:, axis[d]], coords[:, axis[o]]
+        nnz = z[cd, co]
+        graph = graph + 2 * nnz * (_I32 + itemsize) + (np.diff(roff)[cd] + np.diff(coff)[co] + 2) * _I32
+    return graph
+
+
+def _rows_3d(n, grid, dims):
+    """3d: the rows of the first aggregation's block (Â's ``(d, o)``) on every world rank."""
+    d = gcn_3d_layers(dims)[0]["prop"][2]
+    k = AXES_3D.index(d)
+    coords = np.array(np.unravel_index(np.arange(int(np.prod(grid))), tuple(grid))).T
+    return np.diff(block_offsets(n, int(grid[k])))[coords[:, k]].astype(np.int64)
+
+
+def held_bytes(a, prediction, dims, *, itemsize=_F32, dropout=True, offsets=None):
+    """Per-rank bytes of the arrays a full-graph GCN trainer holds between epochs. Pure.
+
+    Exact counts of what :class:`~spgnn.gnn.train.Trainer` over a
+    :class:`~spgnn.gnn.data.DistGraph` keeps after an epoch (checked
+    against the arrays a built trainer holds and tracemalloc,
+    tests/test_memory_tracemalloc.py).  A dict of arrays by rank:
+
+    * ``graph``: the sparse blocks (:func:`_graph_blocks_1d`, :func:`_graph_blocks_3d`);
+    * ``data``: the features (rows x features values) and the packed node
+      table (rows x 5 int64: label, masks, ids), each one 64-byte-aligned
+      allocation (+64 bytes), and the unpacked node data of every row
+      layout used (int64 label and id, three bool masks: 19 bytes a row);
+    * ``saved``: what the backward pass keeps: every layer's input (rows x
+      width values) and, with dropout, a bool mask per hidden layer;
+    * ``parameters``: weights, gradients, Adam's two moments (GCN: no bias).
+
+    ``offsets``: the 1D/1.5D row blocks (default: even blocks).
+
+    1d and 1.5D only: on 3d, ``graph`` is exact and the rest is None (its
+    features, activations and weights are sharded over the grid's axes in
+    ways this count does not follow; :func:`resident_bytes` prices them by
+    the rows of the rank's row block).
+    """
+    a = as_counts(a)
+    p = prediction
+    dims = [int(d) for d in dims]
+    weights = sum(dims[i] * dims[i + 1] for i in range(len(dims) - 1))
+    if p.algorithm == "3d":
+        return {"graph": _graph_blocks_3d(a, p, dims, itemsize), "data": None, "saved": None,
+                "parameters": None}
+    rows, graph = _graph_blocks_1d(a, p, itemsize, offsets)
+    data = rows * dims[0] * itemsize + 64 + rows * 5 * _I64 + 64 + rows * (2 * _I64 + 3)
+    saved = rows * sum(dims[:-1]) * itemsize + (rows * sum(dims[1:-1]) if dropout else 0)
+    parameters = np.full(rows.shape, 4 * weights * itemsize, dtype=np.int64)
+    return {"graph": graph, "data": data, "saved": saved, "parameters": parameters}
+
+
 def resident_bytes(a, prediction, dims, *, offsets=None, training=True):
     """Per-rank bytes of the training arrays of ``prediction``'s configuration (array by rank). Pure.
 
@@ -70,22 +235,40 @@ def resident_bytes(a, prediction, dims, *, offsets=None, training=True):
     (one entry per rank): ``graph``, ``activations``, ``halo``,
     ``parameters``, ``data`` and ``total``.  ``training=False``: one SpMM
     (``spgnn spmm``: X and Y only, no parameters, saved tensors or labels).
+
+    ``graph`` is :func:`held_bytes`' exact count (1d and 1.5D on even
+    blocks or ``offsets``; 3d).  Training on 1d/1.5D, ``data``,
+    ``parameters`` and the saved part of ``activations`` are also
+    :func:`held_bytes`' counts; the epoch's transients are priced, not
+    counted: one output per layer (rows x width, in ``activations``) and the
+    send and receive buffers of the largest exchange (``halo``: the
+    planner's per-rank bytes).  3d's node data, activations and weights are
+    priced by the rows of the rank's first aggregation block.
     """
     p = prediction
+    a = as_counts(a)
     rows, nnz = local_work(a, p.algorithm, p.ranks, offsets=offsets,
                            replication=p.replication, grid=p.grid)
     rows = np.asarray(rows, dtype=np.int64)
     nnz = np.asarray(nnz, dtype=np.int64)
-    one_csr = nnz * (_I32 + _F32) + (rows + 1) * _I64
-    graph = 2 * one_csr                           # the block and its transpose (backward)
-    widths = sum(int(d) for d in dims)
-    activations = rows * widths * _F32 * (2 if training else 1)   # outputs, saved inputs
-    params = sum(int(dims[i]) * int(dims[i + 1]) + int(dims[i + 1]) for i in range(len(dims) - 1))
-    parameters = np.full(rows.shape, params * _F32 * 4, dtype=np.int64)   # w, grad, Adam m, v
-    data = rows * (int(dims[0]) * _F32 + _I64 + 3)                        # features, labels, masks
-    if not training:
-        parameters = np.zeros_like(parameters)
-        data = np.zeros_like(data)
+    dims = [int(d) for d in dims]
+    if p.algorithm == "3d":
+        graph = _graph_blocks_3d(a, p, dims, _F32)
+        rows = _rows_3d(a.shape[0], p.grid, dims)
+    else:
+        graph = _graph_blocks_1d(a, p, _F32, offsets)[1]
+    if training and p.algorithm != "3d":   # counted: what the trainer holds between epochs
+        held = held_bytes(a, p, dims, offsets=offsets)
+        data, parameters = held["data"], held["parameters"]
+        activations = held["saved"] + rows * sum(dims[1:]) * _F32    # + one output per layer
+    elif training:                          # 3d: priced by the rows of the rank's block
+        activations = rows * sum(dims) * _F32 * 2                    # outputs, saved inputs
+        weights = sum(dims[i] * dims[i + 1] for i in range(len(dims) - 1))
+        parameters = np.full(rows.shape, weights * _F32 * 4, dtype=np.int64)
+        data = rows * (dims[0] * _F32 + 5 * _I64 + 2 * _I64 + 3)   # features, node data
+    else:                                   # one SpMM: X and Y
+        activations = rows * sum(dims) * _F32
+        parameters = data = np.zeros(rows.shape, dtype=np.int64)
     halo = np.zeros(rows.shape, dtype=np.int64)
     for s in p.steps:
         if s.kind == "compute":
@@ -112,21 +295,35 @@ def peak_bytes(a, prediction, dims, *, baseline=None, offsets=None, training=Tru
 
 
 def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offsets=None,
-                 training=True):
+                 training=True, offsets_for=None):
     """``[(prediction, peak bytes)]`` of the ``predictions`` whose peak fits ``limit``. Pure.
 
     Keeps the input order (the ranking).  ``a`` (Â or its
     :class:`~spgnn.plan.events.BlockCounts`) and ``dims`` (the layer
     widths) price the predictions; without them a ValueError (nothing is
-    kept unpriced).
+    kept unpriced).  ``offsets_for(blocks)`` -> ``(matrix, offsets or
+    None)``, as :func:`~spgnn.plan.model.rank_configs` takes it: each
+    prediction is priced on the row blocks it was ranked on (a partition's,
+    a shard directory's parts) instead of even blocks.
     """
     if a is None or dims is None:
         raise ValueError("within_limit: pass a= (Â or its block counts) and dims= (the layer "
                          "widths) to price the predictions")
-    out = []
+    out, memos = [], {}
+
+    def memo(m):                # one memo per matrix: the predictions share its blocks
+        if id(m) not in memos:
+            memos[id(m)] = (m, _memo(m))
+        return memos[id(m)][1]
+
     for p in predictions:
-        peak = peak_bytes(a, p, dims, baseline=baseline, offsets=offsets, training=training)
-        if peak <= int(limit):
+        m, off = a, offsets
+        if offsets_for is not None:
+            c = p.replication if p.algorithm.startswith("15d") else 1
+            m, off = offsets_for(p.ranks if p.algorithm == "3d" else p.ranks // c)
+            off = None if p.algorithm == "3d" else off
+        peak = peak_bytes(memo(m), p, dims, baseline=baseline, offsets=off, training=training)
+        if peak <= limit:
             out.append((p, peak))
     return out
 

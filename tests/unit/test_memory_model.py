@@ -17,25 +17,29 @@ def _graph(n=60, seed=0):
 def _csr_bytes(m):
     m = sp.csr_array(m)
     return (m.indices.astype(np.int32).nbytes + m.data.astype(np.float32).nbytes
-            + m.indptr.astype(np.int64).nbytes)
+            + m.indptr.astype(np.int32).nbytes)
 
 
-def test_1d_graph_blocks_are_the_row_blocks_and_their_transposes():
+def test_1d_graph_blocks_are_the_row_blocks_without_a_transpose():
+    # Â is symmetric: the backward pass multiplies by the same block (the trainer's
+    # arrays: tests/test_memory_tracemalloc.py)
     a = _graph()
     preds = {p.algorithm: p for p in rank_configs(a, 4, [8, 5, 3])}
     res = resident_bytes(a, preds["1d"], [8, 5, 3])
     off = np.linspace(0, a.shape[0], 5).astype(int)
     for r in range(4):
         block = a[off[r]:off[r + 1]]
-        assert res["graph"][r] == 2 * _csr_bytes(block)
-        assert res["activations"][r] == block.shape[0] * 16 * 4 * 2
+        assert res["graph"][r] == _csr_bytes(block)
+        rows = block.shape[0]     # saved inputs (8 + 5 wide), a dropout mask, the outputs (5 + 3)
+        assert res["activations"][r] == rows * (8 + 5) * 4 + rows * 5 + rows * (5 + 3) * 4
 
 
 def test_parameters_are_weights_gradients_and_two_adam_moments():
+    # spgnn's GCN has no bias
     a = _graph()
     p = rank_configs(a, 2, [8, 5, 3])[0]
     res = resident_bytes(a, p, [8, 5, 3])
-    assert (res["parameters"] == (8 * 5 + 5 + 5 * 3 + 3) * 4 * 4).all()
+    assert (res["parameters"] == (8 * 5 + 5 * 3) * 4 * 4).all()
 
 
 def test_within_limit_keeps_the_ranking_and_drops_what_does_not_fit():
@@ -94,3 +98,93 @@ def test_within_limit_refuses_to_keep_unpriced_predictions():
     a = _graph()
     with pytest.raises(ValueError, match="dims"):
         within_limit(rank_configs(a, 2, [8, 5, 3]), 10 ** 12)
+
+
+def test_default_limit_is_host_memory_over_the_ranks_on_this_host(monkeypatch):
+    import spgnn
+    from spgnn.plan.host import default_memory_limit, memory_limit_bytes, ranks_on_host
+
+    monkeypatch.setenv("SPGNN_HOST_MEMORY", str(12 * 2 ** 30))
+
+    def fn(comm):       # loopback ranks are threads of one process: all on this host
+        return (ranks_on_host(comm), default_memory_limit(comm), memory_limit_bytes(comm, None),
+                memory_limit_bytes(comm, "none"), memory_limit_bytes(comm, "1G"))
+
+    assert spgnn.run_loopback(3, fn) == [(3, 4 * 2 ** 30, 4 * 2 ** 30, None, 2 ** 30)] * 3
+
+
+def test_train_auto_applies_the_default_limit_and_none_turns_it_off(monkeypatch):
+    import spgnn
+    from spgnn.gnn.config import TrainConfig
+
+    opts = dict(graph="rmat:7:6:3", features="random:5", labels="random:3", epochs=1, hidden=4,
+                backend="numpy")
+
+    def fn(comm, limit):
+        cfg = TrainConfig(**opts, memory_limit=limit)
+        g = cfg.load_graph() if comm.rank == 0 else None
+        try:
+            return cfg.build(comm, g).auto
+        except ValueError as exc:
+            return str(exc)
+
+    monkeypatch.setenv("SPGNN_HOST_MEMORY", str(2 * 2 ** 30))     # 1 GiB a rank: fits
+    fits = spgnn.run_loopback(2, fn, None)
+    assert fits[0] == fits[1] and all(0 < r["memory_peak_bytes"] <= 2 ** 30 for r in fits[0])
+    monkeypatch.setenv("SPGNN_HOST_MEMORY", str(2 * 10 ** 6))     # 1 MB a rank: nothing fits
+    assert all("no configuration fits" in m and "--memory-limit none" in m
+               and "the default, this host's memory" in m for m in spgnn.run_loopback(2, fn, None))
+    off = spgnn.run_loopback(2, fn, "none")
+    assert all("memory_peak_bytes" not in r for r in off[0])
+
+
+def test_an_explicit_algo_on_a_generator_spec_is_priced_from_the_rows():
+    import spgnn
+    from spgnn.gnn.config import TrainConfig
+
+    opts = dict(graph="rmat:7:6:3", features="random:5", labels="random:3", epochs=1, hidden=4,
+                backend="numpy")
+
+    def fn(comm, algo, limit):
+        try:          # no rank loads the graph: each draws its rows, the counts are gathered
+            b = TrainConfig(**opts, algo=algo, memory_limit=limit).build(comm, None)
+            return b.trainer.train_epoch()["loss"] > 0
+        except ValueError as exc:
+            return str(exc)
+
+    for algo in ("1d-aware", "15d-aware", "3d"):
+        assert spgnn.run_loopback(4, fn, algo, "4G") == [True] * 4
+        msgs = spgnn.run_loopback(4, fn, algo, "1M")
+        assert all(m.startswith(f"--algo {algo}: ") and "does not fit in --memory-limit" in m
+                   for m in msgs)
+
+
+def test_plan_memory_on_a_shard_directory_prices_the_parts_blocks(tmp_path, capsys):
+    import json
+
+    from spgnn.__main__ import main
+    from spgnn.gnn.data import part_blocks
+    from spgnn.io import Graph, sbm
+    from spgnn.io import shards as shard_io
+    from spgnn.partition.to_shards import partition_to_shards
+    from spgnn.plan.choose import aggregation_pattern
+    from spgnn.plan.model import candidate_configs, load_calibration
+
+    adj, x, y = sbm(48, 3, avg_degree=4, num_features=5, seed=1)
+    g = Graph(adj=sp.csr_array(adj), features=x, labels=y).random_split(0.5, 0.2, seed=1)
+    d = tmp_path / "k2"
+    man = partition_to_shards(g, d, 2, "random", 3)
+    assert main(["plan", "--graph", str(d), "--ranks", "4", "--time", "--memory", "--dims",
+                 "5,8,3", "--alpha", "2e-6", "--beta", "1e-10", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["timed"][0]["ranking"]
+    a = aggregation_pattern(shard_io.read_rows(d, man, 0, man["n"]).adj)
+
+    def offsets_for(b):
+        return a, part_blocks(man["offsets"], b)
+
+    configs = [c for c in candidate_configs(4) if c[0] == "3d" or offsets_for(4 // c[1])[1]]
+    ranked = rank_configs(a, 4, [5, 8, 3], load_calibration(), configs=configs,
+                          offsets_for=offsets_for)
+    want = within_limit(ranked, float("inf"), a=a, dims=[5, 8, 3], offsets_for=offsets_for)
+    assert [r["memory_peak_bytes"] for r in got] == [peak for _, peak in want]
+    assert len({r["memory_peak_bytes"] for r in got}) > 1
