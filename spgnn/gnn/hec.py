@@ -58,6 +58,7 @@ for bit.
 """
 
 import dataclasses
+import os
 import socket
 from collections import deque
 
