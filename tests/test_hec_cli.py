@@ -56,15 +56,23 @@ def test_bad_hec_options_are_one_error_on_every_rank(extra, needle):
     assert errors and needle in errors[0], proc.stdout[-3000:]
 
 
-def test_resume_with_hec_is_bit_identical(tmp_path):
-    """Caches are emptied at each epoch start (--hec-reset epoch): nothing of them to save."""
-    args = ["--hec", "on", "--hec-push-cap", "20", "--json", "--save-weights"]
-    full = _json(_run(2, *args, str(tmp_path / "a.npz"), "--epochs", "2"))
+@pytest.mark.parametrize("cap,epochs", [("20", 2), ("auto", 2)])
+def test_resume_with_hec_is_bit_identical(tmp_path, cap, epochs):
+    """A numeric cap: caches are emptied at each epoch start (--hec-reset epoch), nothing
+    to save.  auto (the default): the level-0 cache and the byte budgets carry across
+    epochs; the resume rebuilds them by replaying the earlier epochs' plans.  The
+    last epoch's loss and cache counts must match too: the saved weights are the
+    best-validation ones and can hide a different last epoch."""
+    args = ["--hec", "on", "--hec-push-cap", cap, "--json", "--save-weights"]
+    full = _json(_run(2, *args, str(tmp_path / "a.npz"), "--epochs", str(epochs)))
     ck = str(tmp_path / "ck")
-    _run(2, *args, str(tmp_path / "b.npz"), "--epochs", "1", "--checkpoint", ck, "--every", "1")
-    res = _json(_run(2, *args, str(tmp_path / "c.npz"), "--epochs", "2", "--resume", ck))
-    assert res["resumed_from"] == 1
+    _run(2, *args, str(tmp_path / "b.npz"), "--epochs", str(epochs - 1), "--checkpoint", ck,
+         "--every", "1")
+    res = _json(_run(2, *args, str(tmp_path / "c.npz"), "--epochs", str(epochs), "--resume", ck))
+    assert res["resumed_from"] == epochs - 1
     import numpy as np
     a, c = np.load(tmp_path / "a.npz"), np.load(tmp_path / "c.npz")
     assert all(np.array_equal(a[k], c[k]) for k in a.files)
     assert res["test_acc"] == full["test_acc"]
+    assert res["final_loss"] == full["final_loss"]
+    assert (res["hec_pushed"], res["hec_hits"]) == (full["hec_pushed"], full["hec_hits"])

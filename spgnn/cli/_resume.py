@@ -95,6 +95,9 @@ def resume(comm, config, record, trainer, selection):
         raise ValueError(f"train: the checkpoint in {config.resume} holds {trainer.epoch} "
                          f"epochs, more than --epochs {config.epochs}; ask for at least "
                          f"{trainer.epoch} (or start a new run in another directory)")
+    replay = getattr(trainer.source, "replay_hec_plans", None)
+    if replay is not None:                  # --hec-push-cap auto: its cross-epoch state
+        replay(trainer.epoch, trainer.seed)
     if selection is not None and state.get("selection"):
         selection.best = dict(state["selection"]["best"])
         selection.best_state = state["selection"]["best_state"]
