@@ -122,7 +122,9 @@ def rebuilt_state(config, trainer):
     the new ranks); minibatch training: ``minibatch streams`` (each rank's
     share of the batches and samples, keyed by ``(seed, epoch[, rank])``);
     ``--hec on``: ``hec caches`` (never saved; empty at a checkpoint with
-    ``--hec-reset epoch``).  Full-graph dropout masks and stochastic
+    ``--hec-reset epoch``, except the auto plan's level-0 cache and budgets,
+    which :meth:`~spgnn.gnn.sources.Halo.replay_hec_plans` rebuilds at any
+    rank count).  Full-graph dropout masks and stochastic
     rounding are keyed by global ids and need nothing.
     """
     out = ["partition"]
