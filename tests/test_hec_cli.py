@@ -57,7 +57,10 @@ def test_bad_hec_options_are_one_error_on_every_rank(extra, needle):
 
 
 def test_resume_with_hec_is_bit_identical(tmp_path):
-    """Caches are emptied at each epoch start (--hec-reset epoch): nothing of them to save."""
+    """A numeric cap: caches are emptied at each epoch start (--hec-reset epoch), nothing
+    to save.  (The default auto cap, whose plan carries state across epochs, is resumed on
+    loopback ranks in tests/unit/test_hec_resume.py.)  The last epoch's loss and cache
+    counts must match too: the saved weights alone can hide a different last epoch."""
     args = ["--hec", "on", "--hec-push-cap", "20", "--json", "--save-weights"]
     full = _json(_run(2, *args, str(tmp_path / "a.npz"), "--epochs", "2"))
     ck = str(tmp_path / "ck")
@@ -68,3 +71,5 @@ def test_resume_with_hec_is_bit_identical(tmp_path):
     a, c = np.load(tmp_path / "a.npz"), np.load(tmp_path / "c.npz")
     assert all(np.array_equal(a[k], c[k]) for k in a.files)
     assert res["test_acc"] == full["test_acc"]
+    assert res["final_loss"] == full["final_loss"]
+    assert (res["hec_pushed"], res["hec_hits"]) == (full["hec_pushed"], full["hec_hits"])

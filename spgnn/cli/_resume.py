@@ -95,6 +95,9 @@ def resume(comm, config, record, trainer, selection):
         raise ValueError(f"train: the checkpoint in {config.resume} holds {trainer.epoch} "
                          f"epochs, more than --epochs {config.epochs}; ask for at least "
                          f"{trainer.epoch} (or start a new run in another directory)")
+    replay = getattr(trainer.source, "replay_hec_plans", None)
+    if replay is not None:                  # --hec-push-cap auto: its cross-epoch state
+        replay(trainer.epoch, trainer.seed)
     if selection is not None and state.get("selection"):
         selection.best = dict(state["selection"]["best"])
         selection.best_state = state["selection"]["best_state"]
@@ -119,7 +122,9 @@ def rebuilt_state(config, trainer):
     the new ranks); minibatch training: ``minibatch streams`` (each rank's
     share of the batches and samples, keyed by ``(seed, epoch[, rank])``);
     ``--hec on``: ``hec caches`` (never saved; empty at a checkpoint with
-    ``--hec-reset epoch``).  Full-graph dropout masks and stochastic
+    ``--hec-reset epoch``, except the auto plan's level-0 cache and budgets,
+    which :meth:`~spgnn.gnn.sources.Halo.replay_hec_plans` rebuilds at any
+    rank count).  Full-graph dropout masks and stochastic
     rounding are keyed by global ids and need nothing.
     """
     out = ["partition"]

@@ -404,14 +404,41 @@ class Halo(_Minibatches):
         if self.hec is not None:
             self.hec.start_epoch(epoch, self.steps_per_epoch, seed)
 
+    def _sample(self, batches, k, epoch):
+        """This rank's minibatch ``k`` of ``epoch`` (keyed by seed, epoch and minibatch). Local."""
+        return self.sampler.sample(self.halo.view, [batches[k]], [self.minibatch_id(k)],
+                                   epoch=epoch)
+
+    def replay_hec_plans(self, epochs, seed):
+        """A resume at epoch ``epochs`` under ``--hec-push-cap auto``: rebuild the plan's state. Collective.
+
+        The auto plan keeps state across epochs (the level-0 cache, the
+        cumulative byte budgets, the iteration clock) that depends only on
+        the seed, the epochs' samples and the features, never on the model:
+        replaying the plans of epochs ``0 .. epochs - 1`` (their wants and
+        level-0 pushes, no training) rebuilds it exactly, so the resumed run
+        continues bit for bit.  Labels ``hec:want``, ``hec:plan:counts``,
+        ``hec:push:L0:*`` inside a ``hec:resume`` scope.  Does nothing (and
+        returns False) unless the cache plans its pushes.
+        """
+        hec = self.hec
+        if hec is None or not hec.planned:
+            return False
+        with self.comm.track("hec:resume"):
+            for ep in range(int(epochs)):
+                hec.start_epoch(ep, self.steps_per_epoch, seed)
+                batches = self.epoch_batches(ep, seed)
+                hec.plan([self._sample(batches, k, ep) for k in range(len(batches))])
+                hec.global_iter += self.steps_per_epoch     # one end() per lockstep step
+        return True
+
     def batches(self, epoch, seed):
         """``steps_per_epoch`` lockstep iterations: sample locally, fetch halo inputs. Collective."""
         hg, hec = self.halo, self.hec
         batches = self.epoch_batches(epoch, seed)
 
         def sample(k):
-            return self.sampler.sample(hg.view, [batches[k]], [self.minibatch_id(k)],
-                                       epoch=epoch)
+            return self._sample(batches, k, epoch)
 
         planned = None
         if hec is not None and hec.planned:

@@ -61,6 +61,9 @@ def _from_weights(ranks, argv, state, epochs):
         tr.optimizer.state = [{k: block(p, v) for k, v in st.items()}
                               for p, st in zip(tr.optimizer.params, g["optimizer"]["state"])]
         tr.epoch = int(g["epoch"])
+        replay = getattr(tr.source, "replay_hec_plans", None)
+        if replay is not None:      # as the resume does: auto HEC's state of epochs < tr.epoch
+            replay(tr.epoch, tr.seed)
         recs = tr.fit(epochs - tr.epoch, evaluate=False, hooks=built.hooks)
         return [r["loss"] for r in recs], {n: p.to_global() for n, p in tr.model.named_parameters()}
 
