@@ -46,7 +46,7 @@ from spgnn.comm.transport import REDUCE_OPS, MPITransport, Transport
 from spgnn.errors import CommunicatorBroken, DimensionMismatch, DTypeError, RemoteError
 
 __all__ = ["Communicator", "Request", "CHUNK_TAG", "world_rank", "mpi_library_info",
-           "is_agreed_on_world", "abort_if_parallel"]
+           "is_agreed_on_world", "abort_if_parallel", "agreed_like"]
 
 #: Tag reserved for the chunks of split large messages (the smallest
 #: ``MPI_TAG_UB`` the standard guarantees).
@@ -240,6 +240,20 @@ def _mark_agreed(exc: BaseException, comm) -> None:
         exc.spgnn_agreed_size = comm.size
     except AttributeError:  # exceptions with __slots__: nothing to tag, callers abort instead
         pass
+
+
+def agreed_like(new: BaseException, old: BaseException) -> BaseException:
+    """``new`` (a reworded ``old``), raised together on every rank when ``old`` was. Local.
+
+    A caller that catches an agreed error (:meth:`Communicator.agree`) and raises another
+    in its place keeps the entry point's one-line report (rank 0 prints, no abort)."""
+    size = getattr(old, "spgnn_agreed_size", None)
+    if size is not None:
+        try:
+            new.spgnn_agreed_size = size
+        except AttributeError:
+            pass
+    return new
 
 
 def is_agreed_on_world(exc: BaseException) -> bool:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backends._quant import ROUNDINGS
+from ..comm.communicator import agreed_like
 from ..comm.watchdog import check_timeout
 from ..core.codec import QUANTIZE_CHOICES
 from ..core.hybrid import AGGREGATIONS
@@ -780,8 +781,9 @@ class TrainConfig:
             except ValueError as exc:    # every rank alike
                 if not explicit or "no configuration fits" not in str(exc):
                     raise note_default(exc, self.memory_limit) from None
-                raise ValueError(f"--algo {self.algo}: " + str(exc).replace(
-                    "--algo auto: ", "").replace("no configuration fits", "does not fit")) from None
+                raise agreed_like(ValueError(f"--algo {self.algo}: " + str(exc).replace(
+                    "--algo auto: ", "").replace("no configuration fits", "does not fit")),
+                    exc) from None
         return self._resolved(algo, c, grid), top, [block]    # placement empties the list
 
     def _choose(self, comm, graph):

@@ -64,5 +64,8 @@ def note_default(exc, text):
     ``--memory-limit`` was not given (``text`` None): the default. Local."""
     if text is not None or "no configuration fits" not in str(exc):
         return exc
-    return ValueError(f"{exc}; that limit is the default, this host's memory over the ranks "
-                      f"on it (SPGNN_HOST_MEMORY sets the host's memory)")
+    from ..comm.communicator import agreed_like
+
+    return agreed_like(ValueError(f"{exc}; that limit is the default, this host's memory over "
+                                  f"the ranks on it (SPGNN_HOST_MEMORY sets the host's memory)"),
+                       exc)

@@ -45,3 +45,21 @@ def test_spmm_feat_is_estimated_on_rank_0():
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "--feat 100000000 (256 x 100,000,000 operand on rank 0) needs about" in lines[0]
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("argv, env, needle", [
+    (["--algo", "1d-aware", "--memory-limit", "1MB"], None, "--algo 1d-aware: does not fit in"),
+    (["--algo", "auto"], {"SPGNN_HOST_MEMORY": "2000000"}, "that limit is the default"),
+])
+def test_over_the_memory_limit_is_one_line_on_every_rank(argv, env, needle):
+    # the memory check's error is agreed, then reworded: the rewording must stay agreed, or
+    # every rank prints its own line and the job ends in MPI_Abort (stop 45, products shards)
+    from spgnn.testing.mpi import run_mpi
+
+    proc = run_mpi(["-m", "spgnn", "train", "--graph", "rmat:8:4", "--features", "random:4",
+                    "--labels", "random:2", "--epochs", "1", "--no-progress", *argv], 2,
+                   env=env, timeout=120)
+    lines = [ln for ln in proc.stdout.splitlines() if "error:" in ln]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout[-3000:]
+    assert needle in lines[0] and "Abort" not in proc.stdout, proc.stdout[-3000:]
