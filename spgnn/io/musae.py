@@ -226,7 +226,7 @@ def load_musae(folder_or_prefix, *, name=None, target=None, sparse_features=Fals
         Nodes absent from the target file get label -1.  No split: call
         :meth:`Graph.random_split`.  A regression target (wikipedia's monthly
         traffic) is loaded as integer labels too; bin it before classifying
-        (``train --labels quantiles:5``, :func:`spgnn.io.synthetic.quantile_labels`).
+        (``train --labels quantiles:5``, :func:`spgnn.io.quantile_labels`).
         deezer_gemsec has no features: ``train --features degree``.
     """
     prefix = _musae_prefix(folder_or_prefix, name)
