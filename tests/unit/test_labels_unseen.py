@@ -86,3 +86,12 @@ def test_deezer_genres_most_balanced():
                                      None, 41773)
     assert names == ("not Dance", "Dance") and int(codes.sum()) == 21208
     assert np.array_equal(np.sort(ids), np.arange(41773))
+
+
+def test_train_refuses_quantiles_where_ranks_draw_their_rows():
+    from spgnn.gnn.config import TrainConfig
+
+    with pytest.raises(ValueError, match="--labels: quantiles:3 .* needs the whole graph"):
+        TrainConfig.from_options(dict(graph="rmat:8:4", features="random:4",
+                                      labels="quantiles:3"))
+    assert TrainConfig.from_options(dict(graph="cora", labels="quantiles:3")).labels
