@@ -78,7 +78,8 @@ def add_parser(sub):
                         + " (seeded; docs/data.md)")
     p.add_argument("--labels", default=None, metavar="SPEC",
                    help="replace (or provide) the labels: " + " | ".join(LABEL_SPECS)
-                        + " (seeded; chance accuracy)")
+                        + " (random: seeded, chance accuracy; quantiles: the graph's own "
+                        "target in C equal-frequency classes, docs/data.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(command="train")

@@ -379,7 +379,7 @@ class TrainConfig:
         if self.features is not None:
             check_feature_spec(self.features, "--features")
         if self.labels is not None:
-            check_label_spec(self.labels, "--labels")
+            check_label_spec(self.labels, "--labels", alone=self.generated)
         if not 0 <= self.label_prop < 1:
             raise ValueError(f"train: --label-prop must lie in [0, 1), but got {self.label_prop}")
         if self.minibatch:

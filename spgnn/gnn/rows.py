@@ -112,7 +112,7 @@ def generate_rows(comm, spec, offsets=None, *, rows=None, features=None, labels=
     if features is not None:
         check_feature_spec(features)
     if labels is not None:
-        check_label_spec(labels)
+        check_label_spec(labels, alone=True)
     if not g.has_data and (features is None or labels is None):
         raise ValueError(f"generate_rows: {g.text} has no features or labels; {SYNTHETIC_HINT}")
     p, r, n = comm.size, comm.rank, g.n

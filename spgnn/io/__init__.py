@@ -53,7 +53,7 @@ from .preprocess import (mean_adjacency, neighbour_pattern, normalized_adjacency
                          row_normalize_features, symmetric_pattern, symmetrize, without_self_loops)
 from .shards import is_shard_dir, read_manifest, write_shards
 from .snap import load_snap_edgelist
-from .synthetic import synthetic_features, synthetic_labels, with_synthetic
+from .synthetic import quantile_labels, synthetic_features, synthetic_labels, with_synthetic
 
 __all__ = [
     # the graph type and its errors
@@ -70,7 +70,7 @@ __all__ = [
     # synthetic graphs
     "rmat", "sbm", "parse_generator_spec",
     # features and labels for graphs without them
-    "with_synthetic", "synthetic_features", "synthetic_labels",
+    "with_synthetic", "synthetic_features", "synthetic_labels", "quantile_labels",
     # preprocessing
     "symmetrize", "without_self_loops", "normalized_adjacency", "neighbour_pattern",
     "mean_adjacency", "symmetric_pattern", "row_normalize_features", "random_projection",

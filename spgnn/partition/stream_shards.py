@@ -440,7 +440,7 @@ class _EdgeListSource:
                              f"--features and --labels specs (e.g. --features random:32 "
                              f"--labels random:4)")
         check_feature_spec(features, "--features")
-        check_label_spec(labels, "--labels")
+        check_label_spec(labels, "--labels", alone=True)
         self.path, self.text, self.name = path, path, _stem(path)
         self.chunk_bytes, self.comment = chunk_bytes, comment
         self.feature_spec, self.label_spec = features, labels
@@ -487,7 +487,7 @@ class _GeneratorSource:
         if features is not None:
             check_feature_spec(features, "--features")
         if labels is not None:
-            check_label_spec(labels, "--labels")
+            check_label_spec(labels, "--labels", alone=True)
         self.text = self.name = spec
         self.n, self.lines = g.n, g.m
         self.feature_spec, self.label_spec = features, labels
