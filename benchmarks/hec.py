@@ -67,7 +67,16 @@ GRAPHS = {"cora": ["--graph", str(DATA / "planetoid"), "--name", "cora"],
           # labels only (web vs ML developers): log-binned degree one-hot features
           "musae_github": ["--graph", str(DATA / "musae_github"), "--features", "degree"],
           # weak features (noise 3x the class signal): remote neighbours matter
-          "sbm_weak": lambda: ["--graph", str(weak_sbm())]}
+          "sbm_weak": lambda: ["--graph", str(weak_sbm())],
+          # never tuned on (issue 39; docs/results/hec/unseen.md): Geom-GCN's 5 classes, the
+          # monthly traffic in equal-frequency bins
+          "chameleon": ["--graph", str(DATA / "wikipedia_musae"), "--name", "chameleon",
+                        "--labels", "quantiles:5"],
+          "squirrel": ["--graph", str(DATA / "wikipedia_musae"), "--name", "squirrel",
+                       "--labels", "quantiles:5"],
+          # deezer HU: "does the user like Rap/Hip Hop" (spgnn.io.load_musae's default genre)
+          "deezer_hu": ["--graph", str(DATA / "deezer_gemsec"), "--name", "HU",
+                        "--features", "degree"]}
 #: the weak-feature SBM of ``sbm_weak`` (written once under benchmarks/results/hec_data)
 WEAK_SBM = dict(n=6000, num_classes=4, avg_degree=10.0, homophily=0.8, num_features=8,
                 feature_noise=10.0, seed=0)
