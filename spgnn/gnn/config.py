@@ -764,6 +764,7 @@ class TrainConfig:
             classes = int(comm.allreduce(np.array([block.label.max(initial=-1)], dtype=np.int64),
                                          op="max", label="gnn-setup:meta")[0]) + 1
         dims = [f] + [self.hidden] * (self.layers - 1) + [classes]
+        self.check_model_size(comm, f, classes, -(-n // p))     # named before the memory model
         algorithms, grid = self._auto_algorithms(), self.grid
         if explicit:
             algorithms = (self.algo,)
@@ -799,6 +800,11 @@ class TrainConfig:
         if graph is not None:       # --feature-dim is already applied by load_graph
             dims = ([int(graph.features.shape[1])] + [self.hidden] * (self.layers - 1)
                     + [int(graph.num_classes)])
+        # a size option too large (--hidden, --heads) is named before the memory model would
+        # refuse every configuration for it (the default --memory-limit always applies)
+        dims_n = comm.bcast_obj(None if graph is None else (dims, graph.num_nodes),
+                                label="gnn-setup:meta")
+        self.check_model_size(comm, dims_n[0][0], dims_n[0][-1], -(-dims_n[1] // comm.size))
         try:
             algo, c, grid, top = choose(comm, graph, dims, partition=self.partition,
                                         seed=self.seed, grid=self.grid,
