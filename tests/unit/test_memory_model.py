@@ -235,3 +235,31 @@ def test_hec_cache_bytes_are_the_historical_caches_arrays():
     runner = HECRunner(HECConfig(cs=cs))
     runner.dims, runner.levels, runner.dtype = dims, len(dims), np.float32
     assert runner.cache_bytes(n, cs) == held
+
+
+def test_train_quantize_flows_into_the_pricing(monkeypatch):
+    # an explicit --algo priced on a loaded graph (_check_memory) and on drawn rows
+    # (choose_from_rows); its recorder of the counts needed prices without a codec
+    import spgnn
+    import spgnn.plan.memory as memory
+    from spgnn.gnn.config import TrainConfig
+
+    seen, real = [], memory.peak_bytes
+
+    def peak(*a, **kw):
+        seen.append(kw.get("quantize"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(memory, "peak_bytes", peak)
+    opts = dict(graph="rmat:7:6:3", features="random:5", labels="random:3", epochs=1, hidden=4,
+                backend="numpy", algo="1d-aware", quantize="int4", memory_limit="4G")
+
+    def fn(comm, load):
+        cfg = TrainConfig(**opts)
+        cfg.build(comm, cfg.load_graph() if load and comm.rank == 0 else None)
+        return True
+
+    for load in (True, False):
+        seen.clear()
+        assert spgnn.run_loopback(2, fn, load) == [True] * 2
+        assert "int4" in seen
