@@ -247,13 +247,16 @@ def _aggregation_rows(a, offsets, args):
 
 def _priced(args, ranked, ahat, dims, offsets_for=None):
     """``ranked`` as dicts; with ``--memory`` each carries ``memory_peak_bytes``, priced on the
-    row blocks it was ranked on (:func:`spgnn.plan.memory.within_limit`). Pure."""
+    row blocks it was ranked on (:func:`spgnn.plan.memory.within_limit`); ``--quantize``
+    prices the 1d-aware candidates' codec buffers. Pure."""
     ranking = [r.to_dict() for r in ranked]
     if getattr(args, "memory", False):
         from spgnn.plan.memory import within_limit
 
         for d, (_, peak) in zip(ranking, within_limit(ranked, float("inf"), a=ahat, dims=dims,
-                                                      offsets_for=offsets_for)):
+                                                      offsets_for=offsets_for,
+                                                      quantize=getattr(args, "quantize",
+                                                                       "none"))):
             d["memory_peak_bytes"] = peak
     return ranking
 
