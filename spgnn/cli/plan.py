@@ -51,7 +51,8 @@ def add_parser(sub):
                         "aggregations, e.g. post,pre,hybrid (docs/communication.md)")
     p.add_argument("--quantize", default="none", choices=QUANTIZE_CHOICES,
                    help="with --aggregation: also the bytes of the same exchanges as codes "
-                        "(feature-axis packing, bf16 parameters: data and parameters)")
+                        "(feature-axis packing, bf16 parameters: data and parameters); with "
+                        "--memory: the 1d-aware peaks include the codec buffers")
     p.add_argument("--time", action="store_true",
                    help="predict a GCN epoch's time for every configuration (1d, 1d-aware, "
                         "15d/15d-aware x c, 3d x grid) per rank count, ranked, with the "
