@@ -51,7 +51,8 @@ def add_parser(sub):
                         "aggregations, e.g. post,pre,hybrid (docs/communication.md)")
     p.add_argument("--quantize", default="none", choices=QUANTIZE_CHOICES,
                    help="with --aggregation: also the bytes of the same exchanges as codes "
-                        "(feature-axis packing, bf16 parameters: data and parameters)")
+                        "(feature-axis packing, bf16 parameters: data and parameters); with "
+                        "--memory: the 1d-aware peaks include the codec buffers")
     p.add_argument("--time", action="store_true",
                    help="predict a GCN epoch's time for every configuration (1d, 1d-aware, "
                         "15d/15d-aware x c, 3d x grid) per rank count, ranked, with the "
@@ -247,13 +248,16 @@ def _aggregation_rows(a, offsets, args):
 
 def _priced(args, ranked, ahat, dims, offsets_for=None):
     """``ranked`` as dicts; with ``--memory`` each carries ``memory_peak_bytes``, priced on the
-    row blocks it was ranked on (:func:`spgnn.plan.memory.within_limit`). Pure."""
+    row blocks it was ranked on (:func:`spgnn.plan.memory.within_limit`); ``--quantize``
+    prices the 1d-aware candidates' codec buffers. Pure."""
     ranking = [r.to_dict() for r in ranked]
     if getattr(args, "memory", False):
         from spgnn.plan.memory import within_limit
 
         for d, (_, peak) in zip(ranking, within_limit(ranked, float("inf"), a=ahat, dims=dims,
-                                                      offsets_for=offsets_for)):
+                                                      offsets_for=offsets_for,
+                                                      quantize=getattr(args, "quantize",
+                                                                       "none"))):
             d["memory_peak_bytes"] = peak
     return ranking
 

@@ -777,7 +777,7 @@ class TrainConfig:
                     comm, block.adj, off[r], n, dims, grid=grid, algorithms=algorithms,
                     permute=self.permute, agg_blocks=self.agg_blocks, row_blocks=row_blocks,
                     add_identity=True, memory_limit=self._memory_limit_bytes(comm),
-                    replication=self.replication if explicit and self.algo.startswith("15d")
+                    quantize=self.quantize, replication=self.replication if explicit and self.algo.startswith("15d")
                     else None)
             except ValueError as exc:    # every rank alike
                 if not explicit or "no configuration fits" not in str(exc):
@@ -810,7 +810,8 @@ class TrainConfig:
                                         seed=self.seed, grid=self.grid,
                                         algorithms=self._auto_algorithms(), permute=self.permute,
                                         agg_blocks=self.agg_blocks,
-                                        memory_limit=self._memory_limit_bytes(comm))
+                                        memory_limit=self._memory_limit_bytes(comm),
+                                        quantize=self.quantize)
         except ValueError as exc:       # every rank alike
             raise note_default(exc, self.memory_limit) from None
         return self._resolved(algo, c, grid), top
@@ -835,7 +836,7 @@ class TrainConfig:
                         + [int(graph.num_classes)])
                 a = aggregation_pattern(graph.adj)
                 pred = rank_configs(a, comm.size, dims, configs=configs)[0]
-                peak = peak_bytes(a, pred, dims)
+                peak = peak_bytes(a, pred, dims, quantize=self.quantize)
                 if peak > limit:
                     err = ValueError(f"--algo {pred.label}: predicted per-rank peak {peak:,d} "
                                      f"bytes exceeds --memory-limit {limit:,d} bytes "

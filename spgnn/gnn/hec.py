@@ -302,9 +302,11 @@ class HECRunner:
         self.spent = np.zeros(comm.size)
 
     def cache_bytes(self, n, cs):
-        """Bytes the caches allocate: per level a ``cs``-row ring and its tags. Local."""
-        isz = np.dtype(self.dtype).itemsize
-        return sum(cs * (d * isz + 3 * 8 + 1) + n * 8 for d in self.dims[:self.levels])
+        """Bytes the caches allocate: per level a ``cs``-row ring and its tags
+        (:func:`spgnn.plan.memory.hec_cache_bytes`). Local."""
+        from ..plan.memory import hec_cache_bytes
+
+        return hec_cache_bytes(n, cs, self.dims[:self.levels], np.dtype(self.dtype).itemsize)
 
     def _check_memory(self, n, cs):
         """Refuse caches larger than this host's memory shared by its ranks. Collective.

@@ -53,7 +53,7 @@ def _configs(p, grid, algorithms):
 
 
 def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms, permute="none",
-                  agg_blocks=1, memory_limit=None):
+                  agg_blocks=1, memory_limit=None, quantize="none"):
     a = aggregation_pattern(graph.adj)
     pattern = sp.csr_array(a - sp.eye_array(a.shape[0], format="csr") != 0, dtype=np.float32)
     # --permute double: the P_r, P_c the run draws (DistGraph: after the partition, from the
@@ -66,10 +66,10 @@ def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms, permute="no
                           if permute == "double" else None)
     if memory_limit is None:
         return [r.to_dict() for r in ranked[:3]]
-    return _fitting(ranked, memory_limit, a, dims, offsets_for=offsets_for)
+    return _fitting(ranked, memory_limit, a, dims, offsets_for=offsets_for, quantize=quantize)
 
 
-def _fitting(ranked, limit, a, dims, training=True, offsets_for=None):
+def _fitting(ranked, limit, a, dims, training=True, offsets_for=None, quantize="none"):
     """The top 3 of ``ranked`` whose predicted per-rank peak fits ``limit`` (ValueError if none).
 
     ``offsets_for`` as :func:`~spgnn.plan.model.rank_configs` took it (each
@@ -77,10 +77,11 @@ def _fitting(ranked, limit, a, dims, training=True, offsets_for=None):
     from .memory import within_limit
 
     fits = within_limit(ranked, limit, a=a, dims=dims, training=training,
-                        offsets_for=offsets_for)
+                        offsets_for=offsets_for, quantize=quantize)
     if not fits:
         best = min(peak for _, peak in within_limit(ranked, float("inf"), a=a, dims=dims,
-                                                     training=training, offsets_for=offsets_for))
+                                                     training=training, offsets_for=offsets_for,
+                                                     quantize=quantize))
         raise ValueError(f"--algo auto: no configuration fits in --memory-limit {int(limit):,d} "
                          f"bytes per rank (the smallest predicted peak is {best:,d} bytes; "
                          f"--memory-limit none turns the check off)")
@@ -110,7 +111,7 @@ def _agree(comm, compute):
 
 
 def choose(comm, graph, dims, *, partition="none", seed=0, grid=None, algorithms=(),
-           permute="none", agg_blocks=1, memory_limit=None):
+           permute="none", agg_blocks=1, memory_limit=None, quantize="none"):
     """``(algorithm, replication, grid or None, top3)`` on every rank. Collective.
 
     ``graph`` is needed on rank 0 only; ``grid`` (a ``XxYxZ`` string)
@@ -123,12 +124,13 @@ def choose(comm, graph, dims, *, partition="none", seed=0, grid=None, algorithms
     whose predicted per-rank peak (:mod:`spgnn.plan.memory`) exceeds it;
     the returned dicts then carry ``memory_peak_bytes`` and
     ``memory_skipped`` (the labels skipped); a ValueError on every rank when
-    none fits.
+    none fits.  ``quantize`` (``train --quantize``): 1d-aware candidates
+    price their codec buffers.
     """
     g = parse_grid(grid, comm.size, ndim=3, what="train: --grid") if grid else None
     return _agree(comm, lambda: _rank_on_root(graph, comm.size, dims, partition, seed, g,
                                               tuple(algorithms), permute, agg_blocks,
-                                              memory_limit))
+                                              memory_limit, quantize))
 
 
 def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorithms=(),

@@ -367,7 +367,7 @@ def _check_rows(comm, rows, lo, n):
 
 def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permute="none",
                      agg_blocks=1, memory_limit=None, row_blocks=None, add_identity=False,
-                     replication=None):
+                     replication=None, quantize="none"):
     """:func:`spgnn.plan.choose.choose` from the ranks' rows of Â (partition none). Collective.
 
     ``rows``: this rank's scipy CSR rows ``lo .. lo + rows.shape[0]`` of the
@@ -432,7 +432,7 @@ def choose_from_rows(comm, rows, lo, n, dims, *, grid=None, algorithms=(), permu
                               agg_blocks=agg_blocks)
         if memory_limit is not None:    # the memory model prices the same counts and blocks
             return _fitting(ranked, memory_limit, counts, dims,
-                            offsets_for=_offsets_for(counts, row_blocks))
+                            offsets_for=_offsets_for(counts, row_blocks), quantize=quantize)
         return [r.to_dict() for r in ranked[:3]]
 
     return _agree(comm, compute)

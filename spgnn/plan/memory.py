@@ -22,6 +22,13 @@ A configuration's predicted per-rank peak is
   transients, priced: one output per layer and the send and receive
   buffers of the largest exchange (the planner's per-rank received bytes
   in ``Prediction.steps``).
+* codec buffers (``train --quantize int8|int4|int2``, 1d-aware only): the
+  largest quantized exchange's codes and ``(Z, S)`` parameters, sent and
+  received, counted per peer by the wire formula the codec allocates
+  (:func:`codec_bytes`, :func:`spgnn.core.codec.wire_bytes`).
+* the HEC (``train --hec on``, mini-batch): :func:`hec_cache_bytes`, the
+  count :class:`~spgnn.gnn.hec.HECRunner` refuses over-large caches with
+  (every level's ring, its tag arrays and the level-0 feature cache).
 
 The counts come from the same quantities the time model prices
 (:func:`spgnn.plan.model.local_work`), so every candidate of
@@ -39,7 +46,7 @@ from ..layout import block_offsets
 from .events import BlockCounts, as_counts, gcn_3d_layers
 from .model import local_work
 
-__all__ = ["BASELINE_BYTES", "held_bytes", "SETUP_BYTES_PER_NNZ", "SETUP_FIXED_BYTES", "baseline_bytes", "resident_bytes",
+__all__ = ["BASELINE_BYTES", "held_bytes", "codec_bytes", "hec_cache_bytes", "SETUP_BYTES_PER_NNZ", "SETUP_FIXED_BYTES", "baseline_bytes", "resident_bytes",
            "peak_bytes", "within_limit", "parse_bytes"]
 
 #: The process before data: interpreter + numpy/scipy/numba/mpi4py (measured, docs/scale.md).
@@ -189,6 +196,56 @@ def _rows_3d(n, grid, dims):
     return np.diff(block_offsets(n, int(grid[k])))[coords[:, k]].astype(np.int64)
 
 
+def codec_bytes(send_rows, recv_rows, width, quantize, *, param_dtype="bf16",
+                pack_axis="feature"):
+    """Bytes of one quantized exchange's codec buffers on one rank. Pure.
+
+    ``send_rows``/``recv_rows``: rows to / from each peer; ``width``: the
+    row width.  The codes and ``(Z, S)`` parameters
+    :meth:`~spgnn.core.codec.Codec.alltoallv` encodes and receives (per
+    peer: ``ceil(n_p·F·b/8)`` code bytes, 4 or 8 parameter bytes a row),
+    sent plus received; the fp32 rows on either side are the exchange's
+    send and receive buffers (``halo``).  0 for ``quantize`` none.
+    """
+    from ..core.codec import make_codec, wire_bytes
+
+    codec = make_codec(quantize, param_dtype=param_dtype, pack_axis=pack_axis)
+    if codec is None:
+        return 0
+    total = 0
+    for rows in (send_rows, recv_rows):
+        data, params = wire_bytes(rows, width, codec.bits, param_dtype, pack_axis=pack_axis)
+        total += int(np.sum(data) + np.sum(params))
+    return total
+
+
+def hec_cache_bytes(n, cs, dims, itemsize=_F32):
+    """Bytes the HEC's caches of one rank allocate (``train --hec on``). Pure.
+
+    One :class:`~spgnn.gnn.hec_cache.HistoricalCache` per cached level
+    (``dims``: each level's row width, level 0 the features): a ``cs``-row
+    ring of ``width`` values, its int64 ``slot2tag``, ``stamp`` and ``born``
+    and bool ``read`` per slot, and the int64 ``tag2slot`` table over the
+    ``n`` keys.  :meth:`~spgnn.gnn.hec.HECRunner.cache_bytes` is this count.
+    """
+    n, cs = int(n), int(cs)
+    return sum(cs * (int(d) * int(itemsize) + 3 * _I64 + 1) + n * _I64 for d in dims)
+
+
+def _codec_1d_aware(a, p, dims, offsets, quantize, param_dtype):
+    """Per rank: the codec buffers of the widest quantized exchange of a 1d-aware GCN.
+
+    Each layer propagates ``min(in, out)`` columns (GCNConv's auto order),
+    forward and backward; every exchange moves the same rows (``pair_rows``).
+    """
+    k = p.ranks
+    off = block_offsets(a.shape[0], k) if offsets is None else offsets
+    r = np.asarray(a.pair_rows(off), dtype=np.int64)      # r[i, j]: rows i gets from j
+    width = max(min(dims[i], dims[i + 1]) for i in range(len(dims) - 1))
+    return np.array([codec_bytes(r[:, i], r[i, :], width, quantize, param_dtype=param_dtype)
+                     for i in range(k)], dtype=np.int64)
+
+
 def held_bytes(a, prediction, dims, *, itemsize=_F32, dropout=True, offsets=None):
     """Per-rank bytes of the arrays a full-graph GCN trainer holds between epochs. Pure.
 
@@ -227,7 +284,8 @@ def held_bytes(a, prediction, dims, *, itemsize=_F32, dropout=True, offsets=None
     return {"graph": graph, "data": data, "saved": saved, "parameters": parameters}
 
 
-def resident_bytes(a, prediction, dims, *, offsets=None, training=True):
+def resident_bytes(a, prediction, dims, *, offsets=None, training=True, quantize="none",
+                   param_dtype="bf16"):
     """Per-rank bytes of the training arrays of ``prediction``'s configuration (array by rank). Pure.
 
     ``a``: the aggregation matrix Â or its block counts; ``dims``: layer
@@ -244,6 +302,10 @@ def resident_bytes(a, prediction, dims, *, offsets=None, training=True):
     send and receive buffers of the largest exchange (``halo``: the
     planner's per-rank bytes).  3d's node data, activations and weights are
     priced by the rows of the rank's first aggregation block.
+
+    ``quantize`` (``train --quantize``; the trainer codes only 1d-aware
+    exchanges): ``codec`` holds the widest quantized exchange's codec
+    buffers (:func:`codec_bytes`), 0 elsewhere.
     """
     p = prediction
     a = as_counts(a)
@@ -277,16 +339,23 @@ def resident_bytes(a, prediction, dims, *, offsets=None, training=True):
             else np.full(rows.shape, s.nbytes)
         halo = np.maximum(halo, np.asarray(got, dtype=np.int64))
     halo = 2 * halo                               # send and receive buffers
-    total = graph + activations + parameters + data + halo
+    codec = np.zeros(rows.shape, dtype=np.int64)
+    if training and p.algorithm == "1d-aware" and quantize not in (None, "none"):
+        codec = _codec_1d_aware(a, p, dims, offsets, quantize, param_dtype)
+    total = graph + activations + parameters + data + halo + codec
     return {"graph": graph, "activations": activations, "halo": halo,
-            "parameters": parameters, "data": data, "total": total,
+            "parameters": parameters, "data": data, "codec": codec, "total": total,
             "nnz_total": int(nnz.sum())}
 
 
-def peak_bytes(a, prediction, dims, *, baseline=None, offsets=None, training=True):
-    """The predicted per-rank peak (bytes, the largest rank) of ``prediction``. Pure."""
+def peak_bytes(a, prediction, dims, *, baseline=None, offsets=None, training=True,
+               quantize="none"):
+    """The predicted per-rank peak (bytes, the largest rank) of ``prediction``. Pure.
+
+    ``quantize``: ``train --quantize`` (prices the codec buffers, :func:`resident_bytes`)."""
     a = as_counts(a)
-    priced = resident_bytes(a, prediction, dims, offsets=offsets, training=training)
+    priced = resident_bytes(a, prediction, dims, offsets=offsets, training=training,
+                            quantize=quantize)
     res = priced["total"]
     # every stored entry of Â lies in exactly one rank's block (3d: one per (d, o) block)
     share = priced["nnz_total"] / max(prediction.ranks, 1)
@@ -295,7 +364,7 @@ def peak_bytes(a, prediction, dims, *, baseline=None, offsets=None, training=Tru
 
 
 def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offsets=None,
-                 training=True, offsets_for=None):
+                 training=True, offsets_for=None, quantize="none"):
     """``[(prediction, peak bytes)]`` of the ``predictions`` whose peak fits ``limit``. Pure.
 
     Keeps the input order (the ranking).  ``a`` (Â or its
@@ -304,7 +373,8 @@ def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offset
     kept unpriced).  ``offsets_for(blocks)`` -> ``(matrix, offsets or
     None)``, as :func:`~spgnn.plan.model.rank_configs` takes it: each
     prediction is priced on the row blocks it was ranked on (a partition's,
-    a shard directory's parts) instead of even blocks.
+    a shard directory's parts) instead of even blocks.  ``quantize``:
+    ``train --quantize`` (1d-aware predictions price their codec buffers).
     """
     if a is None or dims is None:
         raise ValueError("within_limit: pass a= (Â or its block counts) and dims= (the layer "
@@ -322,7 +392,8 @@ def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offset
             c = p.replication if p.algorithm.startswith("15d") else 1
             m, off = offsets_for(p.ranks if p.algorithm == "3d" else p.ranks // c)
             off = None if p.algorithm == "3d" else off
-        peak = peak_bytes(memo(m), p, dims, baseline=baseline, offsets=off, training=training)
+        peak = peak_bytes(memo(m), p, dims, baseline=baseline, offsets=off, training=training,
+                          quantize=quantize)
         if peak <= limit:
             out.append((p, peak))
     return out

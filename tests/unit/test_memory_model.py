@@ -188,3 +188,78 @@ def test_plan_memory_on_a_shard_directory_prices_the_parts_blocks(tmp_path, caps
     want = within_limit(ranked, float("inf"), a=a, dims=[5, 8, 3], offsets_for=offsets_for)
     assert [r["memory_peak_bytes"] for r in got] == [peak for _, peak in want]
     assert len({r["memory_peak_bytes"] for r in got}) > 1
+
+
+def test_codec_buffers_are_the_codes_and_parameters_a_quantized_exchange_holds():
+    # train --quantize int4 on 1d-aware: the widest exchange (min(in, out) columns per
+    # layer: 5 here) encodes the rows each rank sends and receives per peer
+    from spgnn.backends import get_backend
+    from spgnn.core.codec import make_codec
+    from spgnn.plan.events import pair_rows
+
+    a, dims = _graph(), [8, 5, 3]
+    pred = [p for p in rank_configs(a, 3, dims) if p.algorithm == "1d-aware"][0]
+    off = np.linspace(0, a.shape[0], 4).astype(int)
+    r = pair_rows(a, off)                       # r[i, j]: rows rank i gets from rank j
+    be, rng = get_backend("numpy"), np.random.default_rng(0)
+    for quantize in ("int8", "int4", "int2"):
+        codec = make_codec(quantize)
+        res = resident_bytes(a, pred, dims, quantize=quantize)
+        plain = resident_bytes(a, pred, dims)
+        for i in range(3):
+            held = 0
+            for seg in (r[:, i], r[i, :]):      # what rank i sends, what it receives
+                x = rng.standard_normal((int(seg.sum()), 5)).astype(np.float32)
+                codes, params = codec.encode(be, x, seg, np.arange(x.shape[0]))
+                held += codes.nbytes + params.nbytes
+            assert held > 0 and res["codec"][i] == held
+            assert res["total"][i] == plain["total"][i] + held
+        assert not plain["codec"].any()
+    # only 1d-aware exchanges are coded
+    p1d = [p for p in rank_configs(a, 3, dims) if p.algorithm == "1d"][0]
+    assert not resident_bytes(a, p1d, dims, quantize="int2")["codec"].any()
+    assert peak_bytes(a, pred, dims, quantize="int8", baseline=0) >= peak_bytes(a, pred, dims,
+                                                                                baseline=0)
+
+
+def test_hec_cache_bytes_are_the_historical_caches_arrays():
+    # train --hec on: one cache per level (level 0: the features), HECRunner's own count
+    from spgnn.gnn.hec import HECConfig, HECRunner
+    from spgnn.gnn.hec_cache import HistoricalCache
+    from spgnn.plan.memory import hec_cache_bytes
+
+    n, cs, dims = 50, 7, [12, 6]
+    caches = [HistoricalCache(n, cs, d, 2, check_age=lv > 0) for lv, d in enumerate(dims)]
+    held = sum(sum(x.nbytes for x in c.arrays) + c.read.nbytes for c in caches)
+    assert hec_cache_bytes(n, cs, dims) == held
+    runner = HECRunner(HECConfig(cs=cs))
+    runner.dims, runner.levels, runner.dtype = dims, len(dims), np.float32
+    assert runner.cache_bytes(n, cs) == held
+
+
+def test_train_quantize_flows_into_the_pricing(monkeypatch):
+    # an explicit --algo priced on a loaded graph (_check_memory) and on drawn rows
+    # (choose_from_rows); its recorder of the counts needed prices without a codec
+    import spgnn
+    import spgnn.plan.memory as memory
+    from spgnn.gnn.config import TrainConfig
+
+    seen, real = [], memory.peak_bytes
+
+    def peak(*a, **kw):
+        seen.append(kw.get("quantize"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(memory, "peak_bytes", peak)
+    opts = dict(graph="rmat:7:6:3", features="random:5", labels="random:3", epochs=1, hidden=4,
+                backend="numpy", algo="1d-aware", quantize="int4", memory_limit="4G")
+
+    def fn(comm, load):
+        cfg = TrainConfig(**opts)
+        cfg.build(comm, cfg.load_graph() if load and comm.rank == 0 else None)
+        return True
+
+    for load in (True, False):
+        seen.clear()
+        assert spgnn.run_loopback(2, fn, load) == [True] * 2
+        assert "int4" in seen
