@@ -207,15 +207,19 @@ def codec_bytes(send_rows, recv_rows, width, quantize, *, param_dtype="bf16",
     sent plus received; the fp32 rows on either side are the exchange's
     send and receive buffers (``halo``).  0 for ``quantize`` none.
     """
-    from ..core.codec import make_codec, wire_bytes
+    # the wire formula of spgnn.core.codec.wire_bytes, from the layer below it (plan may
+    # not import core): codes from backends._quant, 4 (bf16) or 8 (fp32) parameter bytes a row
+    from ..backends import _quant
 
-    codec = make_codec(quantize, param_dtype=param_dtype, pack_axis=pack_axis)
-    if codec is None:
+    if quantize in (None, "none", "fp32"):
         return 0
+    bits = int(str(quantize)[3:])
+    _quant.check_codec(bits, "stochastic", param_dtype, pack_axis)
     total = 0
     for rows in (send_rows, recv_rows):
-        data, params = wire_bytes(rows, width, codec.bits, param_dtype, pack_axis=pack_axis)
-        total += int(np.sum(data) + np.sum(params))
+        n = np.asarray(rows, dtype=np.int64)
+        total += int(np.sum(_quant.code_bytes(n, bits, width, pack_axis))
+                     + np.sum(n) * (4 if param_dtype == "bf16" else 8))
     return total
 
 
