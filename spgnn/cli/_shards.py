@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..errors import GridError, ShardError
 from ..io import shards as shard_io
-from ..gnn.data import part_blocks
+from ..gnn.data import part_blocks, read_manifest_on_root
 
 __all__ = ["is_shard_dir", "read_manifest", "block_offsets_of", "read_rows"]
 
@@ -22,14 +22,7 @@ is_shard_dir = shard_io.is_shard_dir
 
 def read_manifest(comm, directory) -> dict:
     """The manifest on every rank (rank 0 reads it). Collective; ShardError on every rank."""
-    man, err = None, None
-    if comm.rank == 0:
-        try:
-            man = shard_io.read_manifest(directory)
-        except ShardError as exc:
-            err = exc
-    comm.agree(err)
-    return comm.bcast_obj(man, root=0, label="shards:meta")
+    return read_manifest_on_root(directory, comm, "shards:meta")
 
 
 def block_offsets_of(man, blocks: int, command: str) -> tuple:

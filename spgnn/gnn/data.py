@@ -507,6 +507,21 @@ def held_rows(comm, block, lo, hi, stage=None, *, adj_only=False):
         return move_rows(comm, block, lo, hi, adj_only=adj_only)
 
 
+def read_manifest_on_root(directory, comm, label):
+    """A shard directory's manifest: rank 0 reads it, every rank gets it. Collective.
+
+    A missing or unreadable manifest is one ShardError on every rank.
+    """
+    man, err = None, None
+    if comm.rank == 0:
+        try:
+            man = shard_io.read_manifest(directory)
+        except ShardError as exc:
+            err = exc
+    comm.agree(err)
+    return comm.bcast_obj(man, root=0, label=label)
+
+
 def _take(block):
     """``block``, or the one item of a list holding it (emptied: the caller's rows are freed
     as soon as the callee drops them)."""
@@ -733,14 +748,7 @@ class DistGraph:
                              "use permute='none', or DistGraph.from_graph")
         dtype = np.dtype(dtype)
         grid = placement.make_grid(comm)
-        man, err = None, None
-        if comm.rank == 0:
-            try:
-                man = shard_io.read_manifest(directory)
-            except ShardError as exc:
-                err = exc
-        comm.agree(err)
-        man = comm.bcast_obj(man, root=0, label="gnn-setup:meta")
+        man = read_manifest_on_root(directory, comm, "gnn-setup:meta")
         if adjacency == "gcn" and man.get("min_edge_weight", 0.0) < 0:
             raise ValueError(f"DistGraph.from_shards: {directory} has an edge of weight "
                              f"{man['min_edge_weight']}; GCN's normalisation D^-1/2 (A + I) "

@@ -74,7 +74,7 @@ from ..io.preprocess import neighbour_pattern
 from ..io.synthetic import SYNTHETIC_HINT
 from ..layout import Layout, block_bounds
 from ..sampling import LocalGraph, PartitionedGraph
-from .data import DistGraph, part_blocks
+from .data import DistGraph, part_blocks, read_manifest_on_root
 
 __all__ = ["FeatureStore", "MinibatchGraph", "bulk_positions", "step_schedule", "MODES"]
 
@@ -386,21 +386,6 @@ class MinibatchGraph:
         """
         sgraph, self.sampling_graph = self.sampling_graph, None
         return sgraph
-
-
-def read_manifest_on_root(directory, comm, label):
-    """A shard directory's manifest: rank 0 reads it, every rank gets it. Collective.
-
-    A missing or unreadable manifest is one ShardError on every rank.
-    """
-    man, err = None, None
-    if comm.rank == 0:
-        try:
-            man = shard_io.read_manifest(directory)
-        except ShardError as exc:
-            err = exc
-    comm.agree(err)
-    return comm.bcast_obj(man, root=0, label=label)
 
 
 def shard_pattern_rows(block):

@@ -52,9 +52,8 @@ from ..io import shards as shard_io
 from ..layout import Layout
 from ..partition import local_view, partition_graph, permute_graph
 from ..sampling import LocalGraph
-from .data import DistGraph, part_blocks
-from .minibatch import (FeatureStore, MinibatchGraph, read_manifest_on_root,
-                        shard_pattern_rows)
+from .data import DistGraph, part_blocks, read_manifest_on_root
+from .minibatch import FeatureStore, MinibatchGraph, shard_pattern_rows
 
 __all__ = ["HaloGraph", "OwnedMinibatchGraph", "OwnedRows", "local_batches"]
 
