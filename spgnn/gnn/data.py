@@ -401,17 +401,11 @@ def read_shards(comm, grid, placement, directory, man, offsets, adjacency, norma
     n, f = man["n"], man["num_features"]
     layouts = placement.layouts(grid, n, offsets)
     lo, hi = row_span(grid, layouts, n, f)
-    err = None
     block = _take(block)
     if block is not None:                    # every rank passes one, or none does
         block = held_rows(comm, block, lo, hi, stage)
-    with stage("read-rows"):
-        try:
-            if block is None:
-                block = shard_io.read_rows(directory, man, lo, hi)
-        except ShardError as exc:
-            err = exc
-        comm.agree(err)
+    if block is None:
+        block = read_own_rows(comm, directory, man, lo, hi, stage)
     info = dict(n=n, f=f, c=man["num_classes"], offsets=tuple(offsets),
                 feature_form=man["feature_form"], counts=dict(man["counts"]))
     with stage("place"):
@@ -505,6 +499,20 @@ def held_rows(comm, block, lo, hi, stage=None, *, adj_only=False):
 
     with (_no_stage if stage is None else stage)("move-rows"):
         return move_rows(comm, block, lo, hi, adj_only=adj_only)
+
+
+def read_own_rows(comm, directory, man, lo, hi, stage=None):
+    """Rows ``lo:hi`` of the shard directory, read by this rank (timed as ``read-rows``).
+    Collective: a missing or damaged file is one ShardError on every rank."""
+    stage = _no_stage if stage is None else stage
+    block, err = None, None
+    with stage("read-rows"):
+        try:
+            block = shard_io.read_rows(directory, man, lo, hi)
+        except ShardError as exc:
+            err = exc
+        comm.agree(err)
+    return block
 
 
 def read_manifest_on_root(directory, comm, label):

@@ -67,14 +67,13 @@ import scipy.sparse as sp
 
 from ..core.dist_dense import DistDenseMatrix
 from ..core.dist_sparse import DistSparseMatrix
-from ..errors import GridError, ShardError
+from ..errors import GridError
 from ..grid import grid_1d, grid_15d
-from ..io import shards as shard_io
 from ..io.preprocess import neighbour_pattern
 from ..io.synthetic import SYNTHETIC_HINT
 from ..layout import Layout, block_bounds
 from ..sampling import LocalGraph, PartitionedGraph
-from .data import DistGraph, part_blocks, read_manifest_on_root
+from .data import DistGraph, part_blocks, read_manifest_on_root, read_own_rows
 
 __all__ = ["FeatureStore", "MinibatchGraph", "bulk_positions", "step_schedule", "MODES"]
 
@@ -345,13 +344,7 @@ class MinibatchGraph:
             f"{comm.size}'"))
         lo, hi, n = int(offsets[comm.rank]), int(offsets[comm.rank + 1]), int(man["n"])
         stage = clock.stage if clock is not None else (lambda name: contextlib.nullcontext())
-        block, err = None, None
-        with stage("read-rows"):
-            try:
-                block = shard_io.read_rows(directory, man, lo, hi)
-            except ShardError as exc:
-                err = exc
-            comm.agree(err)
+        block = read_own_rows(comm, directory, man, lo, hi, stage)
         with stage("place"):        # the sampler's A: my rows into my process row's block
             mine = DistSparseMatrix.from_local(
                 shard_pattern_rows(block), (n, n), grid_15d(c, comm),

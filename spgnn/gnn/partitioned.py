@@ -47,12 +47,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..core.dist_dense import DistDenseMatrix
-from ..errors import GridError, ShardError
-from ..io import shards as shard_io
+from ..errors import GridError
 from ..layout import Layout
 from ..partition import local_view, partition_graph, permute_graph
 from ..sampling import LocalGraph
-from .data import DistGraph, part_blocks, read_manifest_on_root
+from .data import DistGraph, part_blocks, read_manifest_on_root, read_own_rows
 from .minibatch import FeatureStore, MinibatchGraph, shard_pattern_rows
 
 __all__ = ["HaloGraph", "OwnedMinibatchGraph", "OwnedRows", "local_batches"]
@@ -171,14 +170,8 @@ class HaloGraph:
         comm.agree(err)
         lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
         n = int(man["n"])
-        block, err = None, None
         stage = clock.stage if clock is not None else (lambda name: contextlib.nullcontext())
-        with stage("read-rows"):
-            try:
-                block = shard_io.read_rows(directory, man, lo, hi)
-            except ShardError as exc:
-                err = exc
-            comm.agree(err)
+        block = read_own_rows(comm, directory, man, lo, hi, stage)
         # the sampler's view: GraphSAGE's neighbour pattern of my rows (the shards'
         # A' has no self-loops and is symmetric; weights dropped), global column ids
         pattern = shard_pattern_rows(block)
