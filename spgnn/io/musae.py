@@ -39,7 +39,9 @@ def _musae_prefix(folder_or_prefix, name):
     return p
 
 
-def _load_musae_features(path: Path, n_hint: int):
+def _json_object(path: Path, what: str):
+    """``(label, dict)``: the file's JSON object ``{node: [what]}``; GraphFormatError naming
+    the line for bad JSON, non-UTF-8 text or another JSON type."""
     label = _label(path)
     try:
         obj = json.loads(read_input(path, label))
@@ -49,8 +51,13 @@ def _load_musae_features(path: Path, n_hint: int):
     except UnicodeDecodeError as e:
         raise GraphFormatError(f"{label}: not UTF-8 text ({e})") from None
     if not isinstance(obj, dict):
-        raise GraphFormatError(f"{label}: expected a JSON object {{node: [feature ids]}}, "
+        raise GraphFormatError(f"{label}: expected a JSON object {{node: [{what}]}}, "
                                f"got {type(obj).__name__}")
+    return label, obj
+
+
+def _load_musae_features(path: Path, n_hint: int):
+    label, obj = _json_object(path, "feature ids")
     rows, cols = [], []
     for key, feats in obj.items():
         try:
@@ -146,17 +153,7 @@ def _load_musae_target(path: Path, target, n_hint: int):
 def _load_genres(path: Path, genre, n_hint: int):
     """``(ids, 0/1 codes, class names)``: whether each listed user likes ``genre`` (default
     the genre liked by the share of users closest to one half; ties: first name)."""
-    label = _label(path)
-    try:
-        obj = json.loads(read_input(path, label))
-    except json.JSONDecodeError as e:
-        raise GraphFormatError(f"{label}:{e.lineno}: invalid JSON: {e.msg} "
-                               f"(column {e.colno})") from None
-    except UnicodeDecodeError as e:
-        raise GraphFormatError(f"{label}: not UTF-8 text ({e})") from None
-    if not isinstance(obj, dict):
-        raise GraphFormatError(f"{label}: expected a JSON object {{node: [genre names]}}, "
-                               f"got {type(obj).__name__}")
+    label, obj = _json_object(path, "genre names")
     ids, likes = [], []
     for key, genres in obj.items():
         try:
