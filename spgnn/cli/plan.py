@@ -73,6 +73,22 @@ def add_parser(sub):
                    help="with --time: price 3d with train's --agg-blocks K (K chunked "
                         "all-reduces per aggregation)")
     add_node_arguments(p)
+    s = p.add_argument_group("--memory --model sage: the per-rank peak of partitioned minibatch "
+                             "training (spgnn.plan.memory_minibatch; the train options of the "
+                             "same names)")
+    s.add_argument("--model", default=None, choices=("sage",),
+                   help="with --memory: price train --model sage --hec ... instead of GCN "
+                        "configurations (no --time needed)")
+    s.add_argument("--hec", default="off", choices=("off", "on", "none"))
+    s.add_argument("--fanout", default="15,10,5")
+    s.add_argument("--batch-size", type=int, default=512)
+    s.add_argument("--hidden", type=int, default=None, help="default: sage's (64)")
+    s.add_argument("--hec-capacity", type=int, default=None)
+    s.add_argument("--hec-levels", type=int, default=None)
+    s.add_argument("--features", default=None, metavar="SPEC",
+                   help="replace (or provide) the node features, as train's")
+    s.add_argument("--labels", default=None, metavar="SPEC", help="as train's")
+    s.add_argument("--split", default=None, help="as train's")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(command="plan")
     return p
@@ -493,8 +509,115 @@ def _shard_plans(args):
     return meta, rows
 
 
+def _sage_config(args):
+    """The :class:`~spgnn.gnn.config.TrainConfig` ``plan --memory --model sage`` prices. Local."""
+    from spgnn.gnn.config import TrainConfig
+
+    sharded = _is_shards(args.graph)
+    kw = dict(graph=args.graph, model="sage", hec=args.hec, fanout=args.fanout,
+              batch_size=args.batch_size, hidden=args.hidden, seed=args.seed,
+              hec_capacity=args.hec_capacity if args.hec == "on" else None,
+              hec_levels=args.hec_levels if args.hec == "on" else None)
+    if not sharded:
+        kw.update(partition=args.partition, features=args.features, labels=args.labels,
+                  split=args.split, name=args.name, num_nodes=args.num_nodes,
+                  relabel=args.relabel)
+    return TrainConfig(**kw)
+
+
+def _is_shards(path):
+    from . import _shards
+    return _shards.is_shard_dir(path)
+
+
+def sage_memory(args):
+    """``plan --memory --model sage``: the predicted per-rank peak at each of ``--ranks``. Local.
+
+    In memory the graph is loaded and partitioned as ``train --hec`` does
+    (:meth:`HaloGraph.build <spgnn.gnn.partitioned.HaloGraph.build>`); from
+    shards each part's rows are read in turn (the shards' parts are the
+    partition), never the whole graph at once.
+    """
+    from spgnn.gnn.data import part_blocks
+    from spgnn.gnn.minibatch import shard_pattern_rows
+    from spgnn.io import shards as shard_io
+    from spgnn.io.preprocess import neighbour_pattern
+    from spgnn.partition import partition_graph, permute_graph
+    from spgnn.plan.memory_minibatch import counts_from_summaries, halo_counts, rank_summary
+
+    cfg = _sage_config(args)
+    out = []
+    graph = None
+    for p in _parse_list(args.ranks, "ranks", int):
+        if cfg.sharded:
+            man = shard_io.read_manifest(cfg.graph)
+            off = part_blocks(man["offsets"], p)
+            if off is None:
+                raise ValueError(f"plan: --graph {args.graph} has {len(man['offsets']) - 1} "
+                                 f"parts: --hec at {p} ranks needs a divisor or multiple")
+            summaries = []
+            for r in range(p):
+                block = shard_io.read_rows(cfg.graph, man, off[r], off[r + 1])
+                rows = shard_pattern_rows(block)
+                summaries.append(rank_summary(r, off, rows.indices, rows.nnz,
+                                              np.count_nonzero(block.train), off,
+                                              rows.indices, rows.nnz))
+                del block, rows
+            counts = counts_from_summaries(summaries, man["n"], off, off, man["num_features"],
+                                           man["num_classes"], sharded=True)
+            name = man.get("name") or str(cfg.graph)
+        else:
+            graph = cfg.load_graph() if graph is None else graph
+            perm, off, _ = partition_graph(graph.adj, cfg.partition, p, cfg.seed,
+                                           train_mask=graph.train_mask)
+            perm = np.arange(graph.num_nodes) if perm is None else np.asarray(perm)
+            pg = permute_graph(graph, perm)
+            counts = halo_counts(neighbour_pattern(pg.adj), off, pg.train_mask,
+                                 graph.features.shape[1], graph.num_classes)
+            name = graph.name
+        pred = cfg.sage_peak(counts)
+        out.append({"ranks": p, "graph": name, "n": counts.n, "hec": cfg.hec,
+                    "fanout": list(cfg.fanout), "batch_size": cfg.batch_size,
+                    "hidden": cfg.hidden, "sharded": counts.sharded,
+                    "memory_peak_bytes": pred["peak"], **pred})
+    return out
+
+
+def _sage_table(rows):
+    lines = []
+    for e in rows:
+        lines.append(f"predicted per-rank peak of train --model sage --hec {e['hec']} on "
+                     f"{e['graph']} (n={e['n']:,d}, {'shards' if e['sharded'] else 'in memory'},"
+                     f" --fanout {','.join(map(str, e['fanout']))} --batch-size "
+                     f"{e['batch_size']} --hidden {e['hidden']}) at {e['ranks']} ranks: "
+                     f"{e['peak']:,d} bytes ({e['peak'] / 2**20:,.0f} MiB)")
+        lines.append(f"{'rank':>6} {'peak':>14} {'setup*':>14} {'held':>14} {'hec alloc':>14} "
+                     f"{'hec rss~':>14} {'iteration<=':>14} {'evaluation':>14}")
+        for r, peak in enumerate(e["per_rank"]):
+            held = sum(v[r] for k, v in e["held"].items() if k != "hec")
+            lines.append(f"{r:>6} {peak:>14,d} {e['setup'][r]:>14,d} {held:>14,d} "
+                         f"{e['held']['hec'][r]:>14,d} {e['hec_resident'][r]:>14,d} "
+                         f"{e['iteration'][r]:>14,d} {e['evaluation'][r]:>14,d}")
+    lines.append("peak = baseline + max(setup*, held + max(iteration, evaluation)) + hec rss; "
+                 "* fitted; <= an upper bound (sampled blocks at their largest); ~ an "
+                 "estimate (docs/scale.md, 'Minibatch and HEC')")
+    return "\n".join(lines)
+
+
 def run(args):
     from . import _shards
+    if getattr(args, "model", None) == "sage":
+        if not args.memory:
+            raise ValueError("plan: --model sage applies with --memory (the per-rank peak of "
+                             "partitioned minibatch training)")
+        if int(os.environ.get("PMI_RANK", "0")) != 0:
+            return 0
+        rows = sage_memory(args)
+        if args.json:
+            print(json.dumps(json_safe({"sage_memory": rows}), allow_nan=False), flush=True)
+        else:
+            print(_sage_table(rows))
+        return 0
     if getattr(args, "memory", False) and not args.time:
         raise ValueError("plan: --memory applies with --time (it prices the ranked "
                          "configurations)")

@@ -589,6 +589,7 @@ class TrainConfig:
                                            normalize_features=not self.feature_dim)
         rows = min(mg.n, self.batch_size * int(np.prod([f + 1 for f in self.fanout])))
         self.check_model_size(comm, mg.num_features, mg.num_classes, rows)
+        memory = self._check_sage_memory(comm, hg) if self.hec is not None else None
         model = self.spec.build(mg.num_features, mg.num_classes, self)
         opt = Adam(model.param_groups(self.weight_decay), lr=self.lr)
         if self.hec is not None:
@@ -601,7 +602,7 @@ class TrainConfig:
             label = f"{self.model}-minibatch"
         trainer = Trainer(model, source, opt, seed=self.seed)
         hooks = [EvaluateEvery(self.eval_every, self.model_selection)] if self.eval_every else []
-        return Built(trainer, hooks + [StalledLoss()], self, label)
+        return Built(trainer, hooks + [StalledLoss()], self, label, memory=memory)
 
     def _sampler(self):
         if self.sampler == "sage":
@@ -845,6 +846,48 @@ class TrainConfig:
                 err = ValueError(f"--memory-limit: cannot price --algo {self.algo}: {exc}")
         comm.agree(err)
 
+    def sage_peak(self, counts):
+        """The predicted per-rank peak of this partitioned sage run on ``counts``
+        (:func:`spgnn.plan.memory_minibatch.sage_peak_bytes`: bytes and parts). Pure."""
+        from ..plan.memory_minibatch import sage_dims, sage_peak_bytes
+
+        dims = sage_dims(counts.features, self.hidden, counts.classes, len(self.fanout))
+        on = self.hec == "on"
+        return sage_peak_bytes(counts, dims, self.fanout, self.batch_size, hec=self.hec,
+                               hec_capacity=self.hec_capacity if on else None,
+                               hec_levels=self.hec_levels, hec_delay=self.hec_delay or 1,
+                               hec_reset=self.hec_reset, planned=self.hec_push_cap == "auto",
+                               itemsize=np.dtype(self.dtype).itemsize)
+
+    def _check_sage_memory(self, comm, hg):
+        """The predicted peak of ``--hec`` training on the built ``hg``
+        (:mod:`spgnn.plan.memory_minibatch`), refused over ``--memory-limit`` (explicit or
+        this host's share) before the trainer and the HEC caches exist: one agreed
+        ValueError on every rank. Collective."""
+        from ..plan.memory_minibatch import gather_halo_counts
+
+        mg, r = hg.mg, comm.rank
+        a, ev = hg.view.a, mg.full.A.local
+        ids = mg.train_ids()
+        counts = gather_halo_counts(
+            comm, mg.n, hg.offsets, a.indices, a.nnz,
+            np.count_nonzero((ids >= hg.lo) & (ids < hg.hi)), mg.full.offsets, ev.indices,
+            ev.nnz, mg.num_features, mg.num_classes, sharded=hg.perm is None)
+        pred = self.sage_peak(counts)
+        limit = self._memory_limit_bytes(comm)
+        err = None
+        if limit is not None and pred["peak"] > limit:
+            err = ValueError(f"train: --model sage --hec {self.hec}: predicted per-rank peak "
+                             f"{pred['peak']:,d} bytes exceeds --memory-limit {limit:,d} "
+                             f"bytes (spgnn.plan.memory_minibatch; smaller --batch-size, "
+                             f"--fanout or --hec-capacity, or more ranks)"
+                             + ("; that limit is the default, this host's memory over the "
+                                "ranks on it (SPGNN_HOST_MEMORY sets the host's memory; "
+                                "--memory-limit none: no check)"
+                                if self.memory_limit is None else ""))
+        comm.agree(err)            # every rank priced the same gathered counts
+        return pred
+
     def _memory_limit_bytes(self, comm=None):
         """``memory_limit`` in bytes, or None (``none``, or unset without ``comm``); unset with
         ``comm``: this host's memory over the ranks on it (:mod:`spgnn.plan.host`). Collective
@@ -881,6 +924,7 @@ class Built:
     config: TrainConfig
     algorithm: str
     auto: list = None
+    memory: dict = None
 
     @property
     def selection(self):

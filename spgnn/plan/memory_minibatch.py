@@ -1,0 +1,445 @@
+"""Per-rank memory model of partitioned minibatch training (``train --model sage --hec ...``). Pure.
+
+The full-graph model (:mod:`spgnn.plan.memory`) prices GCN training; this
+one prices what a partitioned GraphSAGE trainer (``--hec off|on|none``,
+:class:`~spgnn.gnn.sources.Halo` over a
+:class:`~spgnn.gnn.partitioned.HaloGraph`) holds on each rank, in memory
+(``--partition metis|random|balanced``, rank 0 loads the graph) or from
+shards (``--graph DIR``).  The predicted per-rank peak is
+
+    baseline + max(setup transient, held + max(one iteration, evaluation)) + HEC resident
+
+* ``baseline``: :func:`spgnn.plan.memory.baseline_bytes` (measured);
+* setup transient: **fitted**, as the full-graph model's:
+  :data:`~spgnn.plan.memory.SETUP_FIXED_BYTES` plus
+  ``SETUP_BYTES_PER_NNZ["1d"]`` per stored entry a rank holds while it sets
+  up -- its own rows from shards, the whole neighbour pattern in memory
+  (every rank receives it: ``MinibatchGraph.from_graph`` broadcasts it) --
+  plus :data:`SETUP_BYTES_PER_ROOT_NNZ` per entry on rank 0 in memory (it
+  loads, partitions and permutes the whole graph);
+* held (:func:`halo_held_bytes`): **counted exactly**, the arrays a built
+  trainer keeps between iterations (tested equal to them and to
+  tracemalloc, ``tests/test_memory_minibatch_tracemalloc.py``): the
+  sampler's view of the rank's rows, the evaluation graph (a ``1d-aware``
+  mean-aggregation DistGraph: its block, exchange plan, features and node
+  data), the partition's feature copy, labels, masks, ids and degrees (O(n)
+  in memory, the rank's rows from shards), parameters with gradients and
+  Adam's two moments, and with ``--hec on`` the caches
+  (:func:`~spgnn.plan.memory.hec_cache_bytes`, with the ring
+  :class:`~spgnn.gnn.hec.HECRunner` really allocates) and their halo tables;
+* one iteration (:func:`iteration_bytes`): an **upper bound** -- the
+  sampled blocks depend on the draws, so every hop's frontier is priced at
+  its largest, ``dst·(1 + fanout)`` (capped at ``n``), from the batch size
+  outwards; on them the input rows, the halo fetch's buffers (``off``), the
+  activations and gradients of every layer.  ``--hec on`` with the default
+  ``--hec-push-cap auto`` samples the whole epoch first (the plan): its
+  minibatches' blocks are all held, priced by the same bound;
+* evaluation (:func:`evaluation_bytes`): full-neighbourhood inference on
+  the evaluation graph, priced: each layer's input, aggregate and output
+  over the rank's rows, and the exchange's send and receive buffers
+  (the exact row counts of the ``1d-aware`` plan).
+
+The counts a prediction needs are a :class:`HaloCounts` (per rank), made
+from the whole graph (:func:`halo_counts`) or from each rank's rows
+(:func:`gather_halo_counts`, collective).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .memory import SETUP_BYTES_PER_NNZ, SETUP_FIXED_BYTES, baseline_bytes, hec_cache_bytes
+
+__all__ = ["HaloCounts", "halo_counts", "gather_halo_counts", "rank_summary",
+           "counts_from_summaries", "sage_dims", "frontier_bound",
+           "halo_held_bytes", "iteration_bytes", "evaluation_bytes", "hec_ring_rows",
+           "sage_peak_bytes", "hec_resident_bytes", "SETUP_BYTES_PER_ROOT_NNZ",
+           "SETUP_SHARD_BYTES_PER_NNZ", "HEC_DEFAULT_CAPACITY"]
+
+_F32, _I32, _I64 = 4, 4, 8
+
+#: Rank 0's extra setup transient in memory, per stored entry of the whole
+#: neighbour pattern: it loads, partitions, permutes and normalises the whole
+#: graph (fitted with the rest of the setup, docs/scale.md "Minibatch and HEC").
+SETUP_BYTES_PER_ROOT_NNZ = 53.0
+
+#: Setup transient per stored entry of a rank's own rows when ``HaloGraph.from_shards``
+#: reads them (the shard block, the sampler's pattern and its int64/float64 copy, the
+#: mean-aggregation block and its exchange plan, built one after another), fitted on
+#: plsbm:200000:47:60:100 in 4 LDG shards at 4 ranks (docs/scale.md "Minibatch and HEC").
+SETUP_SHARD_BYTES_PER_NNZ = 166.0
+
+#: ``--hec-capacity``'s default (``HECConfig.cs``; the plan package cannot import gnn).
+HEC_DEFAULT_CAPACITY = 1_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class HaloCounts:
+    """What the memory of a partitioned minibatch trainer depends on, per rank (arrays by rank).
+
+    n, features, classes : the graph
+    offsets : (P + 1,) the partition's id ranges (rank ``r`` owns ``offsets[r]:offsets[r+1]``)
+    view_nnz : stored entries of the rank's rows of the neighbour pattern (the sampler's view)
+    halos : distinct columns of the rank's rows owned by another rank
+    train : the rank's training vertices
+    eval_offsets : (P + 1,) the evaluation graph's row blocks (in memory ``block_offsets(n,
+        P)``; from shards the partition's)
+    eval_nnz, eval_sent, eval_recv : entries of the rank's evaluation rows, and the rows its
+        ``1d-aware`` exchange sends and receives
+    sharded : read from shards (each rank holds only its rows' labels, ids and degrees)
+    total_nnz : entries of the whole pattern
+    """
+
+    n: int
+    features: int
+    classes: int
+    offsets: np.ndarray
+    view_nnz: np.ndarray
+    halos: np.ndarray
+    train: np.ndarray
+    eval_offsets: np.ndarray
+    eval_nnz: np.ndarray
+    eval_sent: np.ndarray
+    eval_recv: np.ndarray
+    sharded: bool
+    total_nnz: int
+
+    @property
+    def ranks(self):
+        return len(self.offsets) - 1
+
+    @property
+    def rows(self):
+        return np.diff(np.asarray(self.offsets, dtype=np.int64))
+
+    @property
+    def eval_rows(self):
+        return np.diff(np.asarray(self.eval_offsets, dtype=np.int64))
+
+
+def _exchange_rows(pattern, eval_offsets):
+    """Per rank of ``eval_offsets``' blocks: ``(entries, rows sent, rows received)`` of the
+    ``1d-aware`` exchange (distinct off-block columns per rank pair). Pure."""
+    off = np.asarray(eval_offsets, dtype=np.int64)
+    k = len(off) - 1
+    indptr = np.asarray(pattern.indptr, dtype=np.int64)
+    nnz = indptr[off[1:]] - indptr[off[:-1]]
+    sent, recv = np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64)
+    for i in range(k):
+        cols = np.unique(np.asarray(pattern.indices[indptr[off[i]]:indptr[off[i + 1]]],
+                                    dtype=np.int64))
+        cols = cols[(cols < off[i]) | (cols >= off[i + 1])]
+        owner = np.searchsorted(off, cols, side="right") - 1
+        recv[i] = cols.size
+        sent += np.bincount(owner, minlength=k)
+    return nnz, sent, recv
+
+
+def halo_counts(pattern, offsets, train_mask, features, classes, *, sharded=False,
+                eval_offsets=None):
+    """The :class:`HaloCounts` of a whole neighbour pattern in the partition's order. Pure.
+
+    ``pattern``: the ``n x n`` CSR the sampler and the evaluation graph use
+    (GraphSAGE's neighbour pattern of the renumbered graph); ``offsets``:
+    the partition's ``P + 1`` id boundaries; ``train_mask``: bool (n,);
+    ``eval_offsets``: the evaluation graph's row blocks (default: even
+    blocks in memory, ``offsets`` from shards).
+    """
+    from ..layout import block_offsets
+
+    off = np.asarray(offsets, dtype=np.int64)
+    p, n = len(off) - 1, int(pattern.shape[0])
+    if eval_offsets is None:
+        eval_offsets = off if sharded else np.asarray(block_offsets(n, p), dtype=np.int64)
+    view_nnz, _, halos = _exchange_rows(pattern, off)
+    cum = np.concatenate([[0], np.cumsum(np.asarray(train_mask, dtype=np.int64))])
+    train = cum[off[1:]] - cum[off[:-1]]
+    e_nnz, e_sent, e_recv = _exchange_rows(pattern, eval_offsets)
+    return HaloCounts(n, int(features), int(classes), off, view_nnz, halos, train,
+                      np.asarray(eval_offsets, dtype=np.int64), e_nnz, e_sent, e_recv,
+                      bool(sharded), int(pattern.nnz))
+
+
+def gather_halo_counts(comm, n, offsets, view_indices, view_nnz, train, eval_offsets,
+                       eval_indices, eval_nnz, features, classes, *, sharded):
+    """The :class:`HaloCounts` from what each rank holds (a built graph, or its shard rows).
+    Collective.
+
+    Per rank: ``view_indices`` / ``view_nnz``, the global columns and entries
+    of its rows of the pattern (rows ``offsets[r]:offsets[r+1]``); ``train``,
+    its training vertices; ``eval_indices`` / ``eval_nnz``, the same of its
+    evaluation rows (``eval_offsets[r]:eval_offsets[r+1]``).  One allgather
+    of ``3 + P`` ints per rank (label ``plan:memory``); every rank returns
+    the same counts.
+    """
+    mine = rank_summary(comm.rank, offsets, view_indices, view_nnz, train, eval_offsets,
+                        eval_indices, eval_nnz)
+    got = comm.allgather_obj(mine, label="plan:memory")
+    return counts_from_summaries(got, n, offsets, eval_offsets, features, classes,
+                                 sharded=sharded)
+
+
+def rank_summary(r, offsets, view_indices, view_nnz, train, eval_offsets, eval_indices,
+                 eval_nnz):
+    """Rank ``r``'s ``3 + 2 + P`` ints :func:`counts_from_summaries` joins (its view's entries
+    and halos, training vertices, evaluation entries, received rows, rows per owner). Pure."""
+    off = np.asarray(offsets, dtype=np.int64)
+    eoff = np.asarray(eval_offsets, dtype=np.int64)
+
+    def off_block(indices, bounds):
+        cols = np.unique(np.asarray(indices, dtype=np.int64))
+        return cols[(cols < bounds[r]) | (cols >= bounds[r + 1])]
+
+    halos = off_block(view_indices, off)
+    ecols = off_block(eval_indices, eoff)
+    by_owner = np.bincount(np.searchsorted(eoff, ecols, side="right") - 1,
+                           minlength=len(eoff) - 1)
+    return np.concatenate([[int(view_nnz), halos.size, int(train), int(eval_nnz), ecols.size],
+                           by_owner]).astype(np.int64)
+
+
+def counts_from_summaries(summaries, n, offsets, eval_offsets, features, classes, *, sharded):
+    """The :class:`HaloCounts` of every rank's :func:`rank_summary` (in rank order). Pure."""
+    got = np.asarray(summaries, dtype=np.int64)
+    return HaloCounts(int(n), int(features), int(classes), np.asarray(offsets, dtype=np.int64),
+                      got[:, 0], got[:, 1], got[:, 2], np.asarray(eval_offsets, dtype=np.int64),
+                      got[:, 3], got[:, 5:].sum(axis=0), got[:, 4], bool(sharded),
+                      int(got[:, 0].sum()))
+
+
+def sage_dims(features, hidden, classes, layers):
+    """Layer widths ``[features, hidden, ..., classes]`` of a ``layers``-layer GraphSAGE. Pure."""
+    return [int(features)] + [int(hidden)] * (int(layers) - 1) + [int(classes)]
+
+
+def frontier_bound(batch_size, fanout, n):
+    """Per hop (``fanout[0]`` touches the batch): ``(dst, src, edges)`` upper bounds. Pure.
+
+    A hop's sources are its destinations and at most ``fanout`` sampled
+    neighbours of each (GraphSAGE with ``include_dst``), at most ``n``; its
+    sampled edges at most ``dst·fanout``; the next hop's destinations are
+    this hop's sources.
+    """
+    out, dst = [], min(int(batch_size), int(n))
+    for f in fanout:
+        src = min(int(n), dst * (1 + int(f)))
+        out.append((dst, src, dst * int(f)))
+        dst = src
+    return out
+
+
+def _blocks_bytes(hops):
+    """Bytes of one minibatch's sampled blocks (``SampledBlock``: int64 indptr and indices,
+    float64 values, int64 ids, two int64 pointers) for the ``frontier_bound`` hops. Pure."""
+    return sum((d + 1) * _I64 + e * (_I64 + _I64) + (d + s) * _I64 + 4 * _I64
+               for d, s, e in hops)
+
+
+def hec_ring_rows(halos, steps, capacity=HEC_DEFAULT_CAPACITY, reset="epoch"):
+    """The ring rows :class:`~spgnn.gnn.hec.HECRunner` allocates per level. Pure.
+
+    With the per-epoch reset at most ``halos·(steps + 1)`` rows arrive in an
+    epoch, so the ring is that or ``capacity``, the smaller; ``capacity``
+    None is unbounded; ``--hec-reset never`` allocates ``capacity``.
+    """
+    bound = max(1, int(halos) * (int(steps) + 1))
+    if capacity is None:
+        return bound
+    return min(int(capacity), bound) if reset == "epoch" else int(capacity)
+
+
+def _steps(counts, batch_size):
+    """Lockstep iterations per epoch: the largest rank's ``ceil(train / batch)``. Pure."""
+    return int(max(-(-int(t) // int(batch_size)) for t in counts.train))
+
+
+def _caches_bytes(c, dims, hec_capacity, hec_levels, batch_size, hec_reset, itemsize):
+    """Per rank: :func:`~spgnn.plan.memory.hec_cache_bytes` of the rings alone. Pure."""
+    layers = len(dims) - 1
+    levels = layers if hec_levels is None else min(int(hec_levels), layers)
+    steps = _steps(c, batch_size)
+    return np.array([hec_cache_bytes(c.n, hec_ring_rows(h, steps, hec_capacity, hec_reset),
+                                     dims[:levels], itemsize) for h in c.halos], dtype=np.int64)
+
+
+def halo_held_bytes(counts, dims, *, hec="off", batch_size=512, hec_capacity=None,
+                    hec_levels=None, hec_delay=1, hec_reset="epoch", planned=True,
+                    itemsize=_F32):
+    """Per-rank bytes of the arrays a built partitioned GraphSAGE trainer holds. Pure.
+
+    Exact counts (tests/test_memory_minibatch_tracemalloc.py), a dict of
+    arrays by rank:
+
+    * ``view``: the sampler's CSR of the rank's rows (int64 indptr over all
+      ``n + 1`` ids, int64 indices, float64 values);
+    * ``eval_graph``: the evaluation graph's ``1d-aware`` block (int32
+      indices, values, int32 indptr), its exchange plan (int32 compacted
+      columns, int64 ``send_rows``, two int64 counts per rank);
+    * ``data``: the evaluation features and packed node table (one 64-byte
+      aligned allocation each in memory), the unpacked node data (19 bytes
+      a row); in memory the partition's feature copy, the replicated labels,
+      masks, permutation, degrees and training ids; from shards the rank's
+      labels, ids and degrees; the rank's training ids;
+    * ``parameters``: every layer's ``w_self``, ``w_neigh`` and bias, with
+      gradients and Adam's two moments;
+    * ``hec`` (``hec="on"``): :func:`~spgnn.plan.memory.hec_cache_bytes` of
+      the rings (:func:`hec_ring_rows`), the halo tables (``halo_on``: bool
+      rows x P, ``my_halos``: int64) and the auto plan's count tables and
+      budgets (``planned``).
+    """
+    c = counts
+    p, n, s = c.ranks, int(c.n), int(itemsize)
+    dims = [int(d) for d in dims]
+    rows, erows = c.rows, c.eval_rows
+    view = (n + 1) * _I64 + c.view_nnz * (_I64 + 8)
+    eval_graph = (c.eval_nnz * (_I32 + s) + (erows + 1) * _I32 + c.eval_nnz * _I32
+                  + c.eval_sent * _I64 + 2 * p * _I64)
+    aligned = 0 if c.sharded else 64
+    data = (erows * dims[0] * s + aligned + erows * 5 * _I64 + aligned
+            + erows * (2 * _I64 + 3) + 3 * (p + 1) * _I64)
+    n_train = int(np.sum(c.train))
+    if c.sharded:
+        # labels, original ids and degrees of my rows; my training ids (the owned graph's)
+        data = data + rows * 3 * _I64 + c.train * _I64
+    else:
+        # the partition's feature copy; labels, perm, degrees (int64) and masks over all n;
+        # every training id (the source's) and mine
+        data = data + rows * dims[0] * s + n * (3 * _I64 + 3) + n_train * _I64
+    data = data + c.train * _I64                    # the source's local_train
+    weights = sum(2 * dims[i] * dims[i + 1] + dims[i + 1] for i in range(len(dims) - 1))
+    parameters = np.full(p, 4 * weights * s, dtype=np.int64)
+    out = {"view": view, "eval_graph": eval_graph, "data": data, "parameters": parameters,
+           "hec": np.zeros(p, dtype=np.int64)}
+    if hec == "on":
+        layers = len(dims) - 1
+        levels = layers if hec_levels is None else min(int(hec_levels), layers)
+        steps = _steps(c, batch_size)
+        caches = _caches_bytes(c, dims, hec_capacity, hec_levels, batch_size, hec_reset, s)
+        tables = rows * p + c.halos * _I64
+        if planned:                 # count tables sent and received, four budgets per peer
+            cols = 1 + max(levels - 1, 0) * max(0, steps - int(hec_delay))
+            tables = tables + 2 * p * cols * _I64 + (64 if levels else 0) + 4 * p * 8
+        out["hec"] = caches + tables
+    return out
+
+
+def iteration_bytes(counts, dims, fanout, batch_size, *, hec="off", planned=True,
+                    itemsize=_F32):
+    """Per rank, an upper bound of one training iteration's transient bytes. Pure.
+
+    On :func:`frontier_bound`'s hops: the minibatch's sampled blocks (and,
+    ``hec="on"`` with planned pushes, every minibatch of the epoch's,
+    sampled before it runs), its input rows, with ``hec="off"`` the halo
+    fetch's receive buffer and ids, and per layer the saved root and
+    aggregate inputs, the output, a dropout mask, and their gradients
+    (the backward pass holds an input's gradient beside the output's).
+    """
+    c = counts
+    s = int(itemsize)
+    dims = [int(d) for d in dims]
+    hops = frontier_bound(batch_size, fanout, c.n)
+    blocks = _blocks_bytes(hops)
+    # forward order: layer l takes hop L-1-l's sources to its destinations
+    fwd = hops[::-1]
+    src0 = fwd[0][1]
+    act = src0 * dims[0] * s * 2 + src0 * _I64          # input rows, input dropout, its rows
+    for l, (d, src, _) in enumerate(fwd):
+        w_in, w_out = dims[l], dims[l + 1]
+        # root and aggregate (saved), output, dropout mask; the gradients of all of them
+        act += 2 * (2 * d * w_in * s + d * w_out * s) + d * w_out
+    fetch = src0 * (dims[0] * s + 2 * _I64) if hec == "off" else 0
+    local_batches = np.array([-(-int(t) // int(batch_size)) for t in c.train], dtype=np.int64)
+    held_blocks = local_batches * blocks if (hec == "on" and planned) else \
+        np.full(c.ranks, blocks, dtype=np.int64)
+    return held_blocks + act + fetch
+
+
+def evaluation_bytes(counts, dims, itemsize=_F32):
+    """Per rank, the transient of full-neighbourhood evaluation on the ``1d-aware`` graph. Pure.
+
+    Per layer: the input, its aggregate, the root term and the output over
+    the rank's evaluation rows, and the exchange's send and receive buffers
+    (``eval_sent`` / ``eval_recv`` rows of the layer's input width); the
+    largest layer.
+    """
+    c, s = counts, int(itemsize)
+    dims = [int(d) for d in dims]
+    rows = c.eval_rows
+    best = np.zeros(c.ranks, dtype=np.int64)
+    for l in range(len(dims) - 1):
+        w_in, w_out = dims[l], dims[l + 1]
+        layer = rows * (3 * w_in + w_out) * s + (c.eval_sent + c.eval_recv) * w_in * s
+        best = np.maximum(best, layer)
+    return best
+
+
+def hec_resident_bytes(counts, dims, *, hec_capacity=None, hec_levels=None, batch_size=512,
+                       hec_reset="epoch", itemsize=_F32):
+    """Per rank, an **estimate** of the HEC caches' resident bytes (what RSS sees). Pure.
+
+    The rings are allocated zeroed (:func:`halo_held_bytes` counts them
+    whole) but their pages are only touched as rows arrive: the tag tables
+    filled with -1 (``tag2slot`` over ``n``, ``slot2tag`` and ``born`` over
+    the ring) are resident at once; of the ring's rows (values, ``stamp``,
+    ``read``) this prices one row per halo vertex per level -- level 0
+    receives each halo's features at most once, and ``--hec-push-cap auto``
+    spends its budget (a quarter of the fetch's bytes) mostly there.  Not a
+    bound: a level >= 1 row can arrive several times in an epoch.
+    """
+    c, s = counts, int(itemsize)
+    dims = [int(d) for d in dims]
+    layers = len(dims) - 1
+    levels = layers if hec_levels is None else min(int(hec_levels), layers)
+    steps = _steps(c, batch_size)
+    out = np.zeros(c.ranks, dtype=np.int64)
+    for r, h in enumerate(c.halos):
+        cs = hec_ring_rows(h, steps, hec_capacity, hec_reset)
+        stored = min(cs, int(h))
+        out[r] = sum(int(c.n) * _I64 + 2 * cs * _I64 + stored * (w * s + _I64 + 1)
+                     for w in dims[:levels])
+    return out
+
+
+def sage_peak_bytes(counts, dims, fanout, batch_size, *, hec="off", hec_capacity=None,
+                    hec_levels=None, hec_delay=1, hec_reset="epoch", planned=True,
+                    baseline=None, itemsize=_F32):
+    """The predicted per-rank peak of partitioned GraphSAGE training and its parts. Pure.
+
+    Returns a dict: ``peak`` (bytes, the largest rank), ``per_rank`` (list),
+    ``held`` (:func:`halo_held_bytes`, lists by part: exact allocations),
+    ``hec_resident`` (the caches' pages RSS sees, :func:`hec_resident_bytes`), ``iteration``
+    (:func:`iteration_bytes`, an upper bound), ``evaluation``, ``setup``
+    (the fitted transient) and ``baseline``.
+    """
+    c = counts
+    held = halo_held_bytes(c, dims, hec=hec, batch_size=batch_size, hec_capacity=hec_capacity,
+                           hec_levels=hec_levels, hec_delay=hec_delay, hec_reset=hec_reset,
+                           planned=planned, itemsize=itemsize)
+    # the rings' pages are touched as rows arrive: RSS sees hec_resident_bytes, not the
+    # allocation (held["hec"] keeps the exact allocation, what tracemalloc sees); the
+    # caches come after the setup's high-water mark and add to it (measured: docs/scale.md)
+    hec_rss = np.zeros(c.ranks, dtype=np.int64)
+    if hec == "on":
+        hec_rss = np.minimum(held["hec"], hec_resident_bytes(
+            c, dims, hec_capacity=hec_capacity, hec_levels=hec_levels, batch_size=batch_size,
+            hec_reset=hec_reset, itemsize=itemsize) + (held["hec"] - _caches_bytes(
+                c, dims, hec_capacity, hec_levels, batch_size, hec_reset, itemsize)))
+    total_held = sum(v for k, v in held.items() if k != "hec")
+    it = iteration_bytes(c, dims, fanout, batch_size, hec=hec, planned=planned,
+                         itemsize=itemsize)
+    ev = evaluation_bytes(c, dims, itemsize)
+    per_nnz = SETUP_BYTES_PER_NNZ["1d"]
+    if c.sharded:
+        setup = SETUP_FIXED_BYTES + SETUP_SHARD_BYTES_PER_NNZ * c.view_nnz.astype(np.float64)
+    else:
+        setup = SETUP_FIXED_BYTES + per_nnz * np.full(c.ranks, float(c.total_nnz))
+        setup[0] += SETUP_BYTES_PER_ROOT_NNZ * c.total_nnz
+    base = baseline_bytes(baseline)
+    per_rank = base + np.maximum(setup, total_held + np.maximum(it, ev)) + hec_rss
+    return {"peak": int(per_rank.max()), "per_rank": [int(v) for v in per_rank],
+            "held": {k: [int(x) for x in v] for k, v in held.items()},
+            "hec_resident": [int(v) for v in hec_rss],
+            "iteration": [int(v) for v in it], "evaluation": [int(v) for v in ev],
+            "setup": [int(v) for v in setup], "baseline": int(base)}
