@@ -520,7 +520,7 @@ def _sage_config(args):
               hec_levels=args.hec_levels if args.hec == "on" else None)
     if not sharded:
         kw.update(partition=args.partition, features=args.features, labels=args.labels,
-                  split=args.split, name=args.name, num_nodes=args.num_nodes,
+                  split=args.split, name=getattr(args, "name", None), num_nodes=args.num_nodes,
                   relabel=args.relabel)
     return TrainConfig(**kw)
 

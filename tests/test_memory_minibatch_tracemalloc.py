@@ -1,0 +1,168 @@
+"""The minibatch memory model's counts against what a built ``--hec`` trainer holds (issue 37).
+
+A partitioned GraphSAGE trainer (:class:`~spgnn.gnn.sources.Halo`) is built
+on a small SBM (2 loopback ranks, numpy backend), in memory (``--partition
+random``) and from shards, for ``--hec off``, ``on`` and ``none``, and
+trained one epoch; then every numpy array reachable from it is found (each
+buffer once, tests/test_memory_tracemalloc.py's walk) and summed by kind:
+:func:`spgnn.plan.memory_minibatch.halo_held_bytes` must equal each sum
+exactly, rank by rank, with the counts made from the whole graph
+(:func:`halo_counts`) and from what each rank holds (the ``train`` path's,
+``Built.memory``).  What one minibatch left behind (the model's saved
+tensors, the cache plan's schedule) depends on the draws: it is checked
+against the iteration bound instead.  tracemalloc cross-checks the
+inventory once.
+"""
+
+import gc
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from spgnn.comm import run_loopback
+from spgnn.gnn.config import TrainConfig
+from spgnn.plan.memory_minibatch import halo_counts, halo_held_bytes, iteration_bytes, sage_dims
+
+from test_memory_tracemalloc import _SKIP, _owner
+
+GRAPH = "sbm:400:4:0"
+OPTS = dict(model="sage", epochs=1, backend="numpy", fanout="4,3", batch_size=32, hidden=8,
+            memory_limit="none")
+
+
+def _kind(path):
+    if path.startswith(".optimizer"):
+        return "parameters"
+    if path.startswith(".model"):
+        return "saved"
+    if path.startswith((".source.hec.schedule", ".source.hec.plan", ".source.hec.ctx")):
+        return "saved"              # the last plan and minibatch: data dependent
+    if path.startswith(".source.hec"):
+        return "hec"
+    if path.startswith(".graph.view"):
+        return "view"
+    if ".full.A" in path:
+        return "eval_graph"
+    return "data"
+
+
+def inventory(root):
+    """``{kind: bytes}`` of the numpy buffers reachable from ``root`` (each buffer once)."""
+    seen, found, stack = set(), {}, [(root, "")]
+    while stack:
+        o, path = stack.pop()
+        if id(o) in seen or isinstance(o, _SKIP):
+            continue
+        seen.add(id(o))
+        if isinstance(o, np.ndarray):
+            w = _owner(o)
+            found.setdefault(id(w), (w, path))
+            continue
+        if isinstance(o, dict):
+            stack.extend((v, f"{path}.{k}") for k, v in o.items())
+        elif isinstance(o, (list, tuple, set, frozenset)):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(o))
+        else:
+            if getattr(o, "__dict__", None) is not None:
+                stack.append((o.__dict__, path))
+            stack.extend((getattr(o, s), f"{path}.{s}") for s in getattr(type(o), "__slots__", ())
+                         if hasattr(o, s))
+    kinds = {}
+    for w, path in found.values():
+        kinds[_kind(path)] = kinds.get(_kind(path), 0) + w.nbytes
+    return kinds
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    from spgnn.io import load_graph
+    from spgnn.partition.to_shards import partition_to_shards
+
+    out = tmp_path_factory.mktemp("mbmem") / "shards"
+    partition_to_shards(load_graph(GRAPH), out, 2, "random", 0)
+    return str(out)
+
+
+def _config(graph, hec):
+    extra = {} if graph != GRAPH else {"partition": "random"}
+    return TrainConfig(graph=graph, hec=hec, **extra, **OPTS)
+
+
+def _build(comm, graph, hec):
+    cfg = _config(graph, hec)
+    g = cfg.load_graph() if comm.rank == 0 and not cfg.sharded else None
+    built = cfg.build(comm, g)
+    del g
+    built.trainer.train_epoch()
+    return built
+
+
+def _whole_graph_counts(hec, ranks=2):
+    """The counts from the whole graph, partitioned as HaloGraph.build does."""
+    from spgnn.io.preprocess import neighbour_pattern
+    from spgnn.partition import partition_graph, permute_graph
+
+    cfg = _config(GRAPH, hec)
+    g = cfg.load_graph()
+    perm, off, _ = partition_graph(g.adj, "random", ranks, cfg.seed, train_mask=g.train_mask)
+    pg = permute_graph(g, np.arange(g.num_nodes) if perm is None else perm)
+    return cfg, halo_counts(neighbour_pattern(pg.adj), off, pg.train_mask,
+                            g.features.shape[1], g.num_classes)
+
+
+@pytest.mark.parametrize("where, hec", [("memory", "off"), ("memory", "on"), ("shards", "none"),
+                                        ("shards", "on")])
+def test_held_bytes_equal_the_arrays_a_halo_trainer_holds(where, hec, shards):
+    graph = GRAPH if where == "memory" else shards
+
+    def run(comm):
+        built = _build(comm, graph, hec)
+        return inventory(built.trainer), built.memory
+
+    got = run_loopback(2, run)
+    counts_of = {}
+    if where == "memory":                      # the whole graph's counts equal the gathered
+        cfg, counts = _whole_graph_counts(hec)
+        counts_of["whole"] = counts
+    cfg = _config(graph, hec)
+    memory = got[0][1]
+    assert memory == got[1][1]                 # every rank priced the same counts
+    for r, (kinds, _) in enumerate(got):
+        assert kinds["view"] > 0 and kinds["parameters"] > 0 and kinds["saved"] > 0
+        for key, value in memory["held"].items():
+            assert kinds.get(key, 0) == value[r], (where, hec, r, key, kinds.get(key), value[r])
+    for counts in counts_of.values():
+        dims = sage_dims(counts.features, cfg.hidden, counts.classes, len(cfg.fanout))
+        held = halo_held_bytes(counts, dims, hec=hec, batch_size=cfg.batch_size)
+        assert {k: [int(x) for x in v] for k, v in held.items()} == memory["held"]
+    # what the last minibatch left is within one iteration's bound
+    for r, (kinds, _) in enumerate(got):
+        assert kinds["saved"] <= memory["iteration"][r]
+
+
+def test_tracemalloc_sees_the_held_arrays_and_little_else():
+    """After a build and an epoch, what stays allocated (tracemalloc, both ranks) covers the
+    counted arrays (the caches' whole rings included: allocated, if not all touched), with at
+    most 256 KiB more (Python objects, the last minibatch's tensors)."""
+    run_loopback(2, lambda comm: _build(comm, GRAPH, "on").trainer)    # imports, compiles
+    kept = []
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        kept.extend(run_loopback(2, lambda comm: _build(comm, GRAPH, "on")))
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    counted = sum(sum(v) for v in kept[0].memory["held"].values())
+    assert counted > 400_000
+    assert counted <= grown <= counted + 256 * 1024, (counted, grown)
+
+
+def test_the_iteration_bound_covers_an_iteration_of_sampled_blocks():
+    cfg, counts = _whole_graph_counts("off")
+    dims = sage_dims(counts.features, cfg.hidden, counts.classes, len(cfg.fanout))
+    bound = iteration_bytes(counts, dims, cfg.fanout, cfg.batch_size)
+    assert (bound > 0).all()
