@@ -166,3 +166,17 @@ def test_the_iteration_bound_covers_an_iteration_of_sampled_blocks():
     dims = sage_dims(counts.features, cfg.hidden, counts.classes, len(cfg.fanout))
     bound = iteration_bytes(counts, dims, cfg.fanout, cfg.batch_size)
     assert (bound > 0).all()
+
+
+@pytest.mark.mpi
+def test_over_the_memory_limit_is_one_line_on_every_rank_without_abort():
+    # the refusal is agreed (comm.agree) after every rank priced the same gathered counts:
+    # one line from rank 0, exit 2, no MPI_Abort (tests/faults/test_size_options.py's check)
+    from spgnn.testing.mpi import run_mpi
+
+    proc = run_mpi(["-m", "spgnn", "train", "--graph", GRAPH, "--model", "sage", "--hec", "on",
+                    "--partition", "random", "--fanout", "4,3", "--epochs", "1", "--no-progress",
+                    "--memory-limit", "1M"], 2, timeout=120)
+    lines = [ln for ln in proc.stdout.splitlines() if "error:" in ln]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout[-3000:]
+    assert "--hec on: predicted per-rank peak" in lines[0] and "Abort" not in proc.stdout
