@@ -103,7 +103,8 @@ def train(comm, config, *, progress=False):
     the first epoch, slowest rank), ``first_epoch_seconds``,
     ``setup_seconds``, ``setup_seconds_by_stage`` (max over ranks),
     ``peak_rss_bytes`` (:func:`spgnn.bench.peak_rss_bytes`: per rank and the
-    max), ``predicted_peak_bytes`` (``--hec``: the memory model's, same shape), ``epoch_seconds_history`` (this run's epochs, the slowest rank's
+    max), ``predicted_peak_bytes`` (``--hec``: the memory model's, same
+    shape), ``epoch_seconds_history`` (this run's epochs, the slowest rank's
     seconds each), ``bytes_per_epoch`` (all ranks, last epoch),
     ``bytes_per_epoch_constant``, ``bytes_per_epoch_max_rank``,
     ``bytes_per_epoch_by_label``, ``epoch_seconds_by_phase``

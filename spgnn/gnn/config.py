@@ -140,7 +140,8 @@ class TrainConfig:
     grid: str = _opt(None, "XxYxZ for 3d (with --algo auto: use 3d on this grid; default for "
                            "3d: the most cubic)")
     memory_limit: str = _opt(None, "bytes per rank (e.g. 2G): --algo auto skips configurations "
-                                   "whose predicted peak (spgnn.plan.memory) exceeds it "
+                                   "whose predicted peak (spgnn.plan.memory) exceeds it, an "
+                                   "explicit --algo or --model sage --hec is refused over it "
                                    "(default: this host's memory over the ranks on it; none: "
                                    "no check)", metavar="BYTES")
     permute: str = _opt("none", "3d: Plexus's double permutation (independent row and column "
@@ -853,9 +854,10 @@ class TrainConfig:
 
         dims = sage_dims(counts.features, self.hidden, counts.classes, len(self.fanout))
         on = self.hec == "on"
+        delay = 1 if self.hec_delay is None else self.hec_delay
         return sage_peak_bytes(counts, dims, self.fanout, self.batch_size, hec=self.hec,
                                hec_capacity=self.hec_capacity if on else None,
-                               hec_levels=self.hec_levels, hec_delay=self.hec_delay or 1,
+                               hec_levels=self.hec_levels, hec_delay=delay,
                                hec_reset=self.hec_reset, planned=self.hec_push_cap == "auto",
                                itemsize=np.dtype(self.dtype).itemsize)
 
@@ -866,7 +868,7 @@ class TrainConfig:
         ValueError on every rank. Collective."""
         from ..plan.memory_minibatch import gather_halo_counts
 
-        mg, r = hg.mg, comm.rank
+        mg = hg.mg
         a, ev = hg.view.a, mg.full.A.local
         ids = mg.train_ids()
         counts = gather_halo_counts(
