@@ -11,12 +11,13 @@ shards (``--graph DIR``).  The predicted per-rank peak is
 
 * ``baseline``: :func:`spgnn.plan.memory.baseline_bytes` (measured);
 * setup transient: **fitted**, as the full-graph model's:
-  :data:`~spgnn.plan.memory.SETUP_FIXED_BYTES` plus
-  ``SETUP_BYTES_PER_NNZ["1d"]`` per stored entry a rank holds while it sets
-  up -- its own rows from shards, the whole neighbour pattern in memory
-  (every rank receives it: ``MinibatchGraph.from_graph`` broadcasts it) --
-  plus :data:`SETUP_BYTES_PER_ROOT_NNZ` per entry on rank 0 in memory (it
-  loads, partitions and permutes the whole graph);
+  :data:`~spgnn.plan.memory.SETUP_FIXED_BYTES` plus, in memory,
+  ``SETUP_BYTES_PER_NNZ["1d"]`` per stored entry of the whole neighbour
+  pattern on every rank (``MinibatchGraph.from_graph`` broadcasts it) and
+  on rank 0 in memory :data:`SETUP_BYTES_PER_ROOT_NNZ` per entry and
+  :data:`SETUP_ROOT_BYTES_PER_FEATURE` per feature value of the whole graph
+  (it loads, partitions, permutes and normalises it); from shards
+  :data:`SETUP_SHARD_BYTES_PER_NNZ` per entry of the rank's own rows instead;
 * held (:func:`halo_held_bytes`): **counted exactly**, the arrays a built
   trainer keeps between iterations (tested equal to them and to
   tracemalloc, ``tests/test_memory_minibatch_tracemalloc.py``): the
@@ -56,7 +57,7 @@ __all__ = ["HaloCounts", "halo_counts", "gather_halo_counts", "rank_summary",
            "counts_from_summaries", "sage_dims", "frontier_bound",
            "halo_held_bytes", "iteration_bytes", "evaluation_bytes", "hec_ring_rows",
            "sage_peak_bytes", "hec_resident_bytes", "SETUP_BYTES_PER_ROOT_NNZ",
-           "SETUP_SHARD_BYTES_PER_NNZ", "HEC_DEFAULT_CAPACITY"]
+           "SETUP_SHARD_BYTES_PER_NNZ", "SETUP_ROOT_BYTES_PER_FEATURE", "HEC_DEFAULT_CAPACITY"]
 
 _F32, _I32, _I64 = 4, 4, 8
 
@@ -64,6 +65,11 @@ _F32, _I32, _I64 = 4, 4, 8
 #: neighbour pattern: it loads, partitions, permutes and normalises the whole
 #: graph (fitted with the rest of the setup, docs/scale.md "Minibatch and HEC").
 SETUP_BYTES_PER_ROOT_NNZ = 53.0
+
+#: Rank 0's extra setup transient in memory per feature value of the whole graph (it
+#: loads the features, replaces or normalises them and permutes them: about 3.6 float64
+#: copies at once), fitted on plsbm:200000:47:60:100 in memory at 4 ranks (docs/scale.md).
+SETUP_ROOT_BYTES_PER_FEATURE = 28.5
 
 #: Setup transient per stored entry of a rank's own rows when ``HaloGraph.from_shards``
 #: reads them (the shard block, the sampler's pattern and its int64/float64 copy, the
@@ -435,7 +441,8 @@ def sage_peak_bytes(counts, dims, fanout, batch_size, *, hec="off", hec_capacity
         setup = SETUP_FIXED_BYTES + SETUP_SHARD_BYTES_PER_NNZ * c.view_nnz.astype(np.float64)
     else:
         setup = SETUP_FIXED_BYTES + per_nnz * np.full(c.ranks, float(c.total_nnz))
-        setup[0] += SETUP_BYTES_PER_ROOT_NNZ * c.total_nnz
+        setup[0] += (SETUP_BYTES_PER_ROOT_NNZ * c.total_nnz
+                     + SETUP_ROOT_BYTES_PER_FEATURE * c.n * c.features)
     base = baseline_bytes(baseline)
     per_rank = base + np.maximum(setup, total_held + np.maximum(it, ev)) + hec_rss
     return {"peak": int(per_rank.max()), "per_rank": [int(v) for v in per_rank],
