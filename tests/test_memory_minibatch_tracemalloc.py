@@ -4,7 +4,7 @@ A partitioned GraphSAGE trainer (:class:`~spgnn.gnn.sources.Halo`) is built
 on a small SBM (2 loopback ranks, numpy backend), in memory (``--partition
 random``) and from shards, for ``--hec off``, ``on`` and ``none``, and
 trained one epoch; then every numpy array reachable from it is found (each
-buffer once, tests/test_memory_tracemalloc.py's walk) and summed by kind:
+buffer once, as tests/test_memory_tracemalloc.py walks them) and summed by kind:
 :func:`spgnn.plan.memory_minibatch.halo_held_bytes` must equal each sum
 exactly, rank by rank, with the counts made from the whole graph
 (:func:`halo_counts`) and from what each rank holds (the ``train`` path's,
@@ -16,6 +16,7 @@ inventory once.
 
 import gc
 import tracemalloc
+import types
 
 import numpy as np
 import pytest
@@ -24,7 +25,16 @@ from spgnn.comm import run_loopback
 from spgnn.gnn.config import TrainConfig
 from spgnn.plan.memory_minibatch import halo_counts, halo_held_bytes, iteration_bytes, sage_dims
 
-from test_memory_tracemalloc import _SKIP, _owner
+from spgnn.comm import Communicator
+
+_SKIP = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+         types.MethodType, types.CodeType, types.FrameType, Communicator, str, bytes, int, float)
+
+
+def _owner(a):
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
 
 GRAPH = "sbm:400:4:0"
 OPTS = dict(model="sage", epochs=1, backend="numpy", fanout="4,3", batch_size=32, hidden=8,
