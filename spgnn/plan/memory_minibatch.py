@@ -85,17 +85,28 @@ HEC_DEFAULT_CAPACITY = 1_000_000
 class HaloCounts:
     """What the memory of a partitioned minibatch trainer depends on, per rank (arrays by rank).
 
-    n, features, classes : the graph
-    offsets : (P + 1,) the partition's id ranges (rank ``r`` owns ``offsets[r]:offsets[r+1]``)
-    view_nnz : stored entries of the rank's rows of the neighbour pattern (the sampler's view)
-    halos : distinct columns of the rank's rows owned by another rank
-    train : the rank's training vertices
-    eval_offsets : (P + 1,) the evaluation graph's row blocks (in memory ``block_offsets(n,
-        P)``; from shards the partition's)
-    eval_nnz, eval_sent, eval_recv : entries of the rank's evaluation rows, and the rows its
-        ``1d-aware`` exchange sends and receives
-    sharded : read from shards (each rank holds only its rows' labels, ids and degrees)
-    total_nnz : entries of the whole pattern
+    Attributes
+    ----------
+    n, features, classes : int
+        The graph's vertices, feature columns and classes.
+    offsets : int64 (P + 1,)
+        The partition's id ranges: rank ``r`` owns ``offsets[r]:offsets[r+1]``.
+    view_nnz : int64 (P,)
+        Stored entries of the rank's rows of the neighbour pattern (the sampler's view).
+    halos : int64 (P,)
+        Distinct columns of the rank's rows owned by another rank.
+    train : int64 (P,)
+        The rank's training vertices.
+    eval_offsets : int64 (P + 1,)
+        The evaluation graph's row blocks (in memory ``block_offsets(n, P)``, from
+        shards the partition's).
+    eval_nnz, eval_sent, eval_recv : int64 (P,)
+        Entries of the rank's evaluation rows, and the rows its ``1d-aware`` exchange
+        sends and receives.
+    sharded : bool
+        Read from shards (each rank holds only its rows' labels, ids and degrees).
+    total_nnz : int
+        Entries of the whole pattern.
     """
 
     n: int
