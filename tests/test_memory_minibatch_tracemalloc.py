@@ -2,7 +2,8 @@
 
 A partitioned GraphSAGE trainer (:class:`~spgnn.gnn.sources.Halo`) is built
 on a small SBM (2 loopback ranks, numpy backend), in memory (``--partition
-random``) and from shards, for ``--hec off``, ``on`` and ``none``, and
+random``) and from shards, for ``--hec off``, ``on`` and ``none``, and the
+replicated one without ``--hec`` (:class:`~spgnn.gnn.sources.Sampled`), and
 trained one epoch; then every numpy array reachable from it is found (each
 buffer once, as tests/test_memory_tracemalloc.py walks them) and summed by kind:
 :func:`spgnn.plan.memory_minibatch.halo_held_bytes` must equal each sum
@@ -50,7 +51,7 @@ def _kind(path):
         return "saved"              # the last plan and minibatch: data dependent
     if path.startswith(".source.hec"):
         return "hec"
-    if path.startswith(".graph.view"):
+    if path.startswith((".graph.view", ".graph.sampling_graph")):
         return "view"
     if ".full.A" in path:
         return "eval_graph"
@@ -95,7 +96,7 @@ def shards(tmp_path_factory):
 
 
 def _config(graph, hec):
-    extra = {} if graph != GRAPH else {"partition": "random"}
+    extra = {} if graph != GRAPH or hec is None else {"partition": "random"}
     return TrainConfig(graph=graph, hec=hec, **extra, **OPTS)
 
 
@@ -115,6 +116,10 @@ def _whole_graph_counts(hec, ranks=2):
 
     cfg = _config(GRAPH, hec)
     g = cfg.load_graph()
+    if hec is None:                 # replicated sampling: the graph's order, even blocks
+        from spgnn.layout import block_offsets
+        return cfg, halo_counts(neighbour_pattern(g.adj), block_offsets(g.num_nodes, ranks),
+                                g.train_mask, g.features.shape[1], g.num_classes)
     perm, off, _ = partition_graph(g.adj, "random", ranks, cfg.seed, train_mask=g.train_mask)
     pg = permute_graph(g, np.arange(g.num_nodes) if perm is None else perm)
     return cfg, halo_counts(neighbour_pattern(pg.adj), off, pg.train_mask,
@@ -122,7 +127,7 @@ def _whole_graph_counts(hec, ranks=2):
 
 
 @pytest.mark.parametrize("where, hec", [("memory", "off"), ("memory", "on"), ("shards", "none"),
-                                        ("shards", "on")])
+                                        ("shards", "on"), ("memory", None)])
 def test_held_bytes_equal_the_arrays_a_halo_trainer_holds(where, hec, shards):
     graph = GRAPH if where == "memory" else shards
 

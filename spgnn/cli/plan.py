@@ -79,7 +79,9 @@ def add_parser(sub):
     s.add_argument("--model", default=None, choices=("sage",),
                    help="with --memory: price train --model sage --hec ... instead of GCN "
                         "configurations (no --time needed)")
-    s.add_argument("--hec", default="off", choices=("off", "on", "none"))
+    s.add_argument("--hec", default=None, choices=("off", "on", "none"),
+                   help="as train's (default: none given, replicated sampling)")
+    s.add_argument("--bulk", type=int, default=None, help="without --hec: as train's (16)")
     s.add_argument("--fanout", default="15,10,5")
     s.add_argument("--batch-size", type=int, default=512)
     s.add_argument("--hidden", type=int, default=None, help="default: sage's (64)")
@@ -515,11 +517,12 @@ def _sage_config(args):
 
     sharded = _is_shards(args.graph)
     kw = dict(graph=args.graph, model="sage", hec=args.hec, fanout=args.fanout,
-              batch_size=args.batch_size, hidden=args.hidden, seed=args.seed,
+              batch_size=args.batch_size, hidden=args.hidden, seed=args.seed, bulk=args.bulk,
               hec_capacity=args.hec_capacity if args.hec == "on" else None,
               hec_levels=args.hec_levels if args.hec == "on" else None)
     if not sharded:
-        kw.update(partition=args.partition, features=args.features, labels=args.labels,
+        kw.update(partition=args.partition if args.hec is not None else "none",
+                  features=args.features, labels=args.labels,
                   split=args.split, name=getattr(args, "name", None), num_nodes=args.num_nodes,
                   relabel=args.relabel)
     return TrainConfig(**kw)
@@ -533,7 +536,8 @@ def _is_shards(path):
 def sage_memory(args):
     """``plan --memory --model sage``: the predicted per-rank peak at each of ``--ranks``. Local.
 
-    In memory the graph is loaded and partitioned as ``train --hec`` does
+    Without ``--hec``: replicated sampling (the graph's own order, even
+    evaluation blocks).  In memory the graph is loaded and partitioned as ``train --hec`` does
     (:meth:`HaloGraph.build <spgnn.gnn.partitioned.HaloGraph.build>`); from
     shards each part's rows are read in turn (the shards' parts are the
     partition), never the whole graph at once.
@@ -542,6 +546,7 @@ def sage_memory(args):
     from spgnn.gnn.minibatch import shard_pattern_rows
     from spgnn.io import shards as shard_io
     from spgnn.io.preprocess import neighbour_pattern
+    from spgnn.layout import block_offsets
     from spgnn.partition import partition_graph, permute_graph
     from spgnn.plan.memory_minibatch import counts_from_summaries, halo_counts, rank_summary
 
@@ -566,6 +571,11 @@ def sage_memory(args):
             counts = counts_from_summaries(summaries, man["n"], off, off, man["num_features"],
                                            man["num_classes"], sharded=True)
             name = man.get("name") or str(cfg.graph)
+        elif cfg.hec is None:           # replicated sampling: the graph's order, even blocks
+            graph = cfg.load_graph() if graph is None else graph
+            counts = halo_counts(neighbour_pattern(graph.adj), block_offsets(graph.num_nodes, p),
+                                 graph.train_mask, graph.features.shape[1], graph.num_classes)
+            name = graph.name
         else:
             graph = cfg.load_graph() if graph is None else graph
             perm, off, _ = partition_graph(graph.adj, cfg.partition, p, cfg.seed,
@@ -586,7 +596,8 @@ def sage_memory(args):
 def _sage_table(rows):
     lines = []
     for e in rows:
-        lines.append(f"predicted per-rank peak of train --model sage --hec {e['hec']} on "
+        mode = f"--hec {e['hec']}" if e["hec"] else "(replicated sampling)"
+        lines.append(f"predicted per-rank peak of train --model sage {mode} on "
                      f"{e['graph']} (n={e['n']:,d}, {'shards' if e['sharded'] else 'in memory'},"
                      f" --fanout {','.join(map(str, e['fanout']))} --batch-size "
                      f"{e['batch_size']} --hidden {e['hidden']}) at {e['ranks']} ranks: "

@@ -590,7 +590,8 @@ class TrainConfig:
                                            normalize_features=not self.feature_dim)
         rows = min(mg.n, self.batch_size * int(np.prod([f + 1 for f in self.fanout])))
         self.check_model_size(comm, mg.num_features, mg.num_classes, rows)
-        memory = self._check_sage_memory(comm, hg) if self.hec is not None else None
+        memory = (self._check_sage_memory(comm, hg if self.hec is not None else mg)
+                  if self.hec is not None or self.partition_mode == "replicated" else None)
         model = self.spec.build(mg.num_features, mg.num_classes, self)
         opt = Adam(model.param_groups(self.weight_decay), lr=self.lr)
         if self.hec is not None:
@@ -848,7 +849,7 @@ class TrainConfig:
         comm.agree(err)
 
     def sage_peak(self, counts):
-        """The predicted per-rank peak of this partitioned sage run on ``counts``
+        """The predicted per-rank peak of this sage run on ``counts``
         (:func:`spgnn.plan.memory_minibatch.sage_peak_bytes`: bytes and parts). Pure."""
         from ..plan.memory_minibatch import sage_dims, sage_peak_bytes
 
@@ -859,27 +860,32 @@ class TrainConfig:
                                hec_capacity=self.hec_capacity if on else None,
                                hec_levels=self.hec_levels, hec_delay=delay,
                                hec_reset=self.hec_reset, planned=self.hec_push_cap == "auto",
-                               itemsize=np.dtype(self.dtype).itemsize)
+                               bulk=self.bulk or 16, itemsize=np.dtype(self.dtype).itemsize)
 
-    def _check_sage_memory(self, comm, hg):
-        """The predicted peak of ``--hec`` training on the built ``hg``
-        (:mod:`spgnn.plan.memory_minibatch`), refused over ``--memory-limit`` (explicit or
-        this host's share) before the trainer and the HEC caches exist: one agreed
-        ValueError on every rank. Collective."""
+    def _check_sage_memory(self, comm, graph):
+        """The predicted peak of sage training on the built ``graph`` (a HaloGraph with
+        ``--hec``, else the replicated MinibatchGraph; :mod:`spgnn.plan.memory_minibatch`),
+        refused over ``--memory-limit`` (explicit or this host's share) before the trainer
+        and the HEC caches exist: one agreed ValueError on every rank. Collective."""
         from ..plan.memory_minibatch import gather_halo_counts
 
-        mg = hg.mg
-        a, ev = hg.view.a, mg.full.A.local
+        halo = self.hec is not None
+        mg = graph.mg if halo else graph
+        ev = mg.full.A.local
+        a = graph.view.a if halo else ev        # replicated: the evaluation rows stand in
+        off = graph.offsets if halo else mg.full.offsets
+        r = comm.rank
         ids = mg.train_ids()
-        counts = gather_halo_counts(
-            comm, mg.n, hg.offsets, a.indices, a.nnz,
-            np.count_nonzero((ids >= hg.lo) & (ids < hg.hi)), mg.full.offsets, ev.indices,
-            ev.nnz, mg.num_features, mg.num_classes, sharded=hg.perm is None)
+        mine = np.count_nonzero((ids >= off[r]) & (ids < off[r + 1]))
+        counts = gather_halo_counts(comm, mg.n, off, a.indices, a.nnz, mine, mg.full.offsets,
+                                    ev.indices, ev.nnz, mg.num_features, mg.num_classes,
+                                    sharded=halo and graph.perm is None)
         pred = self.sage_peak(counts)
         limit = self._memory_limit_bytes(comm)
         err = None
         if limit is not None and pred["peak"] > limit:
-            err = ValueError(f"train: --model sage --hec {self.hec}: predicted per-rank peak "
+            mode = f"--hec {self.hec}" if halo else "(replicated sampling)"
+            err = ValueError(f"train: --model sage {mode}: predicted per-rank peak "
                              f"{pred['peak']:,d} bytes exceeds --memory-limit {limit:,d} "
                              f"bytes (spgnn.plan.memory_minibatch; smaller --batch-size, "
                              f"--fanout or --hec-capacity, or more ranks)"

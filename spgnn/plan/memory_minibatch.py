@@ -1,11 +1,13 @@
-"""Per-rank memory model of partitioned minibatch training (``train --model sage --hec ...``). Pure.
+"""Per-rank memory model of minibatch training (``train --model sage [--hec ...]``). Pure.
 
 The full-graph model (:mod:`spgnn.plan.memory`) prices GCN training; this
 one prices what a partitioned GraphSAGE trainer (``--hec off|on|none``,
 :class:`~spgnn.gnn.sources.Halo` over a
 :class:`~spgnn.gnn.partitioned.HaloGraph`) holds on each rank, in memory
 (``--partition metis|random|balanced``, rank 0 loads the graph) or from
-shards (``--graph DIR``).  The predicted per-rank peak is
+shards (``--graph DIR``), and ``--model sage`` without ``--hec``
+(replicated bulk sampling, :class:`~spgnn.gnn.sources.Sampled`: the whole
+pattern on every rank).  The predicted per-rank peak is
 
     baseline + max(setup transient, held + max(one iteration, evaluation)) + HEC resident
 
@@ -301,6 +303,10 @@ def halo_held_bytes(counts, dims, *, hec="off", batch_size=512, hec_capacity=Non
       labels, ids and degrees; the rank's training ids;
     * ``parameters``: every layer's ``w_self``, ``w_neigh`` and bias, with
       gradients and Adam's two moments;
+    * ``hec=None`` (``--model sage`` without ``--hec``, replicated sampling):
+      ``view`` is the whole pattern on every rank, ``data`` the evaluation
+      graph's and the replicated labels, masks and training ids
+      (``counts`` on the evaluation graph's even row blocks);
     * ``hec`` (``hec="on"``): :func:`~spgnn.plan.memory.hec_cache_bytes` of
       the rings (:func:`hec_ring_rows`), the halo tables (``halo_on``: bool
       rows x P, ``my_halos``: int64) and the auto plan's count tables and
@@ -309,6 +315,8 @@ def halo_held_bytes(counts, dims, *, hec="off", batch_size=512, hec_capacity=Non
     c = counts
     p, n, s = c.ranks, int(c.n), int(itemsize)
     dims = [int(d) for d in dims]
+    if hec is None:
+        return _replicated_held_bytes(c, dims, s)
     rows, erows = c.rows, c.eval_rows
     view = (n + 1) * _I64 + c.view_nnz * (_I64 + 8)
     eval_graph = (c.eval_nnz * (_I32 + s) + (erows + 1) * _I32 + c.eval_nnz * _I32
@@ -325,8 +333,7 @@ def halo_held_bytes(counts, dims, *, hec="off", batch_size=512, hec_capacity=Non
         # every training id (the source's) and mine
         data = data + rows * dims[0] * s + n * (3 * _I64 + 3) + n_train * _I64
     data = data + c.train * _I64                    # the source's local_train
-    weights = sum(2 * dims[i] * dims[i + 1] + dims[i + 1] for i in range(len(dims) - 1))
-    parameters = np.full(p, 4 * weights * s, dtype=np.int64)
+    parameters = np.full(p, 4 * _weights(dims) * s, dtype=np.int64)
     out = {"view": view, "eval_graph": eval_graph, "data": data, "parameters": parameters,
            "hec": np.zeros(p, dtype=np.int64)}
     if hec == "on":
@@ -342,7 +349,29 @@ def halo_held_bytes(counts, dims, *, hec="off", batch_size=512, hec_capacity=Non
     return out
 
 
-def iteration_bytes(counts, dims, fanout, batch_size, *, hec="off", planned=True,
+def _weights(dims):
+    """GraphSAGE's parameter count: ``w_self``, ``w_neigh`` and a bias per layer. Pure."""
+    return sum(2 * dims[i] * dims[i + 1] + dims[i + 1] for i in range(len(dims) - 1))
+
+
+def _replicated_held_bytes(c, dims, s):
+    """:func:`halo_held_bytes` of ``--model sage`` without ``--hec`` (``--partition-mode
+    replicated``, :class:`~spgnn.gnn.sources.Sampled`): the whole neighbour pattern on
+    every rank as the sampler's graph, the evaluation graph on even row blocks with its
+    features and node data, the replicated labels, masks and training ids. Pure."""
+    p, n = c.ranks, int(c.n)
+    erows = c.eval_rows
+    view = np.full(p, (n + 1) * _I64 + int(c.total_nnz) * (_I64 + 8), dtype=np.int64)
+    eval_graph = (c.eval_nnz * (_I32 + s) + (erows + 1) * _I32 + c.eval_nnz * _I32
+                  + c.eval_sent * _I64 + 2 * p * _I64)
+    data = (erows * dims[0] * s + 64 + erows * 5 * _I64 + 64 + erows * (2 * _I64 + 3)
+            + (p + 1) * _I64 + n * (_I64 + 3) + int(np.sum(c.train)) * _I64)
+    parameters = np.full(p, 4 * _weights(dims) * s, dtype=np.int64)
+    return {"view": view, "eval_graph": eval_graph, "data": data, "parameters": parameters,
+            "hec": np.zeros(p, dtype=np.int64)}
+
+
+def iteration_bytes(counts, dims, fanout, batch_size, *, hec="off", planned=True, bulk=16,
                     itemsize=_F32):
     """Per rank, an upper bound of one training iteration's transient bytes. Pure.
 
@@ -367,6 +396,10 @@ def iteration_bytes(counts, dims, fanout, batch_size, *, hec="off", planned=True
         # root and aggregate (saved), output, dropout mask; the gradients of all of them
         act += 2 * (2 * d * w_in * s + d * w_out * s) + d * w_out
     fetch = src0 * (dims[0] * s + 2 * _I64) if hec == "off" else 0
+    if hec is None:             # a bulk: my share of its minibatches, their inputs fetched at once
+        share = -(-int(bulk) // c.ranks)
+        return np.full(c.ranks, share * (blocks + src0 * (dims[0] * s + 2 * _I64)) + act,
+                       dtype=np.int64)
     local_batches = np.array([-(-int(t) // int(batch_size)) for t in c.train], dtype=np.int64)
     held_blocks = local_batches * blocks if (hec == "on" and planned) else \
         np.full(c.ranks, blocks, dtype=np.int64)
@@ -420,9 +453,14 @@ def hec_resident_bytes(counts, dims, *, hec_capacity=None, hec_levels=None, batc
 
 
 def sage_peak_bytes(counts, dims, fanout, batch_size, *, hec="off", hec_capacity=None,
-                    hec_levels=None, hec_delay=1, hec_reset="epoch", planned=True,
+                    hec_levels=None, hec_delay=1, hec_reset="epoch", planned=True, bulk=16,
                     baseline=None, itemsize=_F32):
-    """The predicted per-rank peak of partitioned GraphSAGE training and its parts. Pure.
+    """The predicted per-rank peak of GraphSAGE minibatch training and its parts. Pure.
+
+    ``hec``: ``"off"``, ``"on"`` or ``"none"`` (partitioned training,
+    ``counts`` of the partition), or None (``--model sage`` without ``--hec``:
+    replicated bulk sampling, ``bulk`` minibatches a bulk, ``counts`` on even
+    row blocks).
 
     Returns a dict: ``peak`` (bytes, the largest rank), ``per_rank`` (list),
     ``held`` (:func:`halo_held_bytes`, lists by part: exact allocations),
@@ -444,7 +482,7 @@ def sage_peak_bytes(counts, dims, fanout, batch_size, *, hec="off", hec_capacity
             hec_reset=hec_reset, itemsize=itemsize) + (held["hec"] - _caches_bytes(
                 c, dims, hec_capacity, hec_levels, batch_size, hec_reset, itemsize)))
     total_held = sum(v for k, v in held.items() if k != "hec")
-    it = iteration_bytes(c, dims, fanout, batch_size, hec=hec, planned=planned,
+    it = iteration_bytes(c, dims, fanout, batch_size, hec=hec, planned=planned, bulk=bulk,
                          itemsize=itemsize)
     ev = evaluation_bytes(c, dims, itemsize)
     per_nnz = SETUP_BYTES_PER_NNZ["1d"]
