@@ -103,8 +103,8 @@ def train(comm, config, *, progress=False):
     the first epoch, slowest rank), ``first_epoch_seconds``,
     ``setup_seconds``, ``setup_seconds_by_stage`` (max over ranks),
     ``peak_rss_bytes`` (:func:`spgnn.bench.peak_rss_bytes`: per rank and the
-    max), ``predicted_peak_bytes`` (``--hec``: the memory model's, same
-    shape), ``epoch_seconds_history`` (this run's epochs, the slowest rank's
+    max), ``predicted_peak_bytes`` (``--model sage``: the memory model's,
+    same shape), ``epoch_seconds_history`` (this run's epochs, the slowest rank's
     seconds each), ``bytes_per_epoch`` (all ranks, last epoch),
     ``bytes_per_epoch_constant``, ``bytes_per_epoch_max_rank``,
     ``bytes_per_epoch_by_label``, ``epoch_seconds_by_phase``
@@ -204,7 +204,7 @@ def _setup_and_run(comm, config, ckpt_dir, t_setup, progress):
            "first_epoch_seconds": float(red[1]) if t.size else None,
            "setup_seconds": setup_seconds, "setup_seconds_by_stage": by_stage,
            "peak_rss_bytes": peak_rss_bytes(comm),
-           # --hec: the memory model's prediction beside it (spgnn.plan.memory_minibatch)
+           # sage: the memory model's prediction beside it (spgnn.plan.memory_minibatch)
            **({"predicted_peak_bytes": {"per_rank": built.memory["per_rank"],
                                         "max": built.memory["peak"]}} if built.memory else {}),
            "bytes_per_epoch": int(bytes_epoch[-1]) if bytes_epoch else 0,
