@@ -889,6 +889,11 @@ class TrainConfig:
                              f"{pred['peak']:,d} bytes exceeds --memory-limit {limit:,d} "
                              f"bytes (spgnn.plan.memory_minibatch; smaller --batch-size, "
                              f"--fanout or --hec-capacity, or more ranks)"
+                             + (f"; the caches need {max(pred['held']['hec']):,d} bytes of it "
+                                f"allocated ({self.hec_capacity:,d} rows per level at most, "
+                                f"--hec-reset {self.hec_reset}): give a smaller --hec-capacity"
+                                + (" or --hec-reset epoch" if self.hec_reset == "never" else "")
+                                if self.hec == "on" else "")
                              + ("; that limit is the default, this host's memory over the "
                                 "ranks on it (SPGNN_HOST_MEMORY sets the host's memory; "
                                 "--memory-limit none: no check)"

@@ -436,7 +436,8 @@ def hec_resident_bytes(counts, dims, *, hec_capacity=None, hec_levels=None, batc
     ``read``) this prices one row per halo vertex per level -- level 0
     receives each halo's features at most once, and ``--hec-push-cap auto``
     spends its budget (a quarter of the fetch's bytes) mostly there.  Not a
-    bound: a level >= 1 row can arrive several times in an epoch.
+    bound: a level >= 1 row can arrive several times in an epoch.  With
+    ``--hec-reset never`` the ring keeps filling across epochs: all of it.
     """
     c, s = counts, int(itemsize)
     dims = [int(d) for d in dims]
@@ -446,7 +447,8 @@ def hec_resident_bytes(counts, dims, *, hec_capacity=None, hec_levels=None, batc
     out = np.zeros(c.ranks, dtype=np.int64)
     for r, h in enumerate(c.halos):
         cs = hec_ring_rows(h, steps, hec_capacity, hec_reset)
-        stored = min(cs, int(h))
+        # --hec-reset never: the ring keeps filling across epochs, to its whole capacity
+        stored = cs if hec_reset == "never" else min(cs, int(h))
         out[r] = sum(int(c.n) * _I64 + 2 * cs * _I64 + stored * (w * s + _I64 + 1)
                      for w in dims[:levels])
     return out

@@ -62,6 +62,9 @@ def test_hec_counts_the_caches_and_their_tables():
         assert on["hec"][r] == (hec_cache_bytes(c.n, cs, dims[:2]) + c.rows[r] * 2
                                 + c.halos[r] * 8)
         assert off["hec"][r] == 0
+    # --hec-reset never fills the whole ring across epochs: resident = allocated
+    assert (hec_resident_bytes(c, dims, batch_size=4, hec_capacity=50, hec_reset="never")
+            == hec_cache_bytes(c.n, 50, dims[:2])).all()
     # the resident estimate never exceeds the allocation
     assert (hec_resident_bytes(c, dims, batch_size=4)
             <= np.array([hec_cache_bytes(c.n, hec_ring_rows(h, steps), dims[:2])
