@@ -195,3 +195,13 @@ def test_over_the_memory_limit_is_one_line_on_every_rank_without_abort():
     lines = [ln for ln in proc.stdout.splitlines() if "error:" in ln]
     assert proc.returncode == 2 and len(lines) == 1, proc.stdout[-3000:]
     assert "--hec on: predicted per-rank peak" in lines[0] and "Abort" not in proc.stdout
+
+
+def test_train_reports_the_prediction_beside_the_measured_peak():
+    from spgnn.cli.train import train
+
+    out = run_loopback(2, lambda comm: train(comm, _config(GRAPH, "on")))
+    for r in out:
+        pred, rss = r["predicted_peak_bytes"], r["peak_rss_bytes"]
+        assert len(pred["per_rank"]) == 2 and pred["max"] == max(pred["per_rank"]) > 2 ** 20
+        assert set(pred) == set(rss)
