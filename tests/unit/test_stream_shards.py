@@ -422,3 +422,29 @@ def test_partition_command_streams_matrix_market(tmp_path, capsys):
                  "--features", "random:3", "--labels", "random:2",
                  "--out", str(tmp_path / "n")]) == 2
     assert "--num-nodes applies to a bare edge list" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore:.*weight 0")
+def test_interrupted_matrix_market_write_resumes_with_its_values(tmp_path, monkeypatch):
+    from spgnn.partition.stream_shards import mtx_to_shards
+
+    p = _write_mtx(tmp_path / "g.mtx", "real", "symmetric")
+    kw = dict(features="random:2", labels="random:3", chunk_bytes=256, chunk_entries=64)
+    whole = mtx_to_shards(p, tmp_path / "whole", 4, "random", **kw)
+    real, calls = shard_io._write_part, []
+
+    def interrupted(path, arrays):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(path)
+        real(path, arrays)
+
+    monkeypatch.setattr(shard_io, "_write_part", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        mtx_to_shards(p, tmp_path / "d", 4, "random", **kw)
+    monkeypatch.setattr(shard_io, "_write_part", real)
+    kept = []
+    man = mtx_to_shards(p, tmp_path / "d", 4, "random", progress=lambda k, was: kept.append(was),
+                        **kw)
+    assert kept == [True, True, False, False]
+    assert man == whole                           # same bytes, degrees and smallest weight
