@@ -55,8 +55,8 @@ def add_parser(sub):
                    help="random stratified split (default: the graph's own, else 0.6:0.2)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of --split (default 0)")
     p.add_argument("--in-memory", action="store_true",
-                   help="load a text edge list whole instead of streaming it (the shards are "
-                        "the same)")
+                   help="load a text edge list or MatrixMarket file whole instead of "
+                        "streaming it (the shards are the same)")
     p.add_argument("--chunk-mb", type=float, default=1.0, metavar="MB",
                    help="text per parsed chunk on the streaming path (default 1)")
     p.add_argument("--ldg-passes", type=int, default=None, metavar="P",

@@ -33,11 +33,15 @@ __all__ = ["is_mtx_stream_path", "MtxHeader", "iter_mtx_chunks"]
 
 
 def is_mtx_stream_path(path) -> bool:
-    """Whether ``path`` is an existing ``.mtx`` (or ``.mtx.gz``) file that starts with a
-    ``%%MatrixMarket`` banner (the files :func:`iter_mtx_chunks` streams). Local, cheap."""
+    """Whether ``path`` is an existing file :func:`spgnn.io.load_graph` reads as MatrixMarket
+    that starts with a ``%%MatrixMarket`` banner (the files :func:`iter_mtx_chunks` streams):
+    a ``.mtx``, or an edge-list name (``.txt`` ...) holding a banner, optionally ``.gz``.
+    Local, cheap."""
+    from .edgelist_stream import EDGE_LIST_EXTS
+
     name = os.fspath(path).lower()
     inner = name[:-3] if name.endswith(".gz") else name
-    if not (inner.endswith(".mtx") and os.path.isfile(path)):
+    if not (inner.endswith((".mtx",) + EDGE_LIST_EXTS) and os.path.isfile(path)):
         return False
     with open_regular(path) as f:
         start = f.read(256)
