@@ -6,7 +6,10 @@ pass reads a file sequentially in chunks and writes what it learns to
 scratch files in ``DIR/.work`` (removed at the end).
 :func:`generator_to_shards` takes the same passes with the edges of a
 generator spec drawn chunk by chunk instead of read (no scan: the spec
-knows its vertex and edge counts):
+knows its vertex and edge counts); :func:`mtx_to_shards` a MatrixMarket
+coordinate file (:mod:`spgnn.io.mtx_stream`: ``pattern`` takes the passes
+below, ``real`` / ``integer`` carry each entry's value through them, see
+:func:`_dedup_ranges_weighted`):
 
 1. **scan** (:func:`spgnn.io.edgelist_stream.scan_edge_list`): ``n``, the line
    count, a CRC-32 of the pairs (the resume fingerprint), raw degrees;
