@@ -88,12 +88,11 @@ def test_spmm_auto_on_shards_checks_against_scipy_and_reads_once(shards, monkeyp
         assert (out["auto_bytes_by_label"].get("auto:counts", 0) > 0) == (p > 1)
 
 
-def test_spmm_auto_on_shards_refuses_memory_limit_and_partition_by_name(shards):
+def test_spmm_auto_on_shards_refuses_partition_by_name(shards):
     from spgnn.cli import spmm
 
     d, _ = shards[2]
-    with pytest.raises(ValueError, match="--memory-limit is not priced on shard"):
-        spmm.check_args(_args(d, memory_limit="1G"))
+    spmm.check_args(_args(d, memory_limit="1G"))   # priced (tests/test_spmm_shards_auto_memory.py)
     with pytest.raises(ValueError, match="--partition metis do"):
         spmm.check_args(_args(d, partition="metis"))
     spmm.check_args(_args(d))                      # auto itself is accepted

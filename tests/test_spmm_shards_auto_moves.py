@@ -1,5 +1,5 @@
 """``--algo auto`` choosing 1.5D or 3D moves the rows it ranked instead of drawing or reading
-them again (issue 37): :func:`spgnn.gnn.row_moves.move_rows`.
+them again (issue 37): :func:`spgnn.core.row_moves.move_rows`.
 
 On loopback ranks: moved rows equal, field for field (values, order and
 dtypes), the rows a fresh draw or read makes; ``train`` with auto forced to
@@ -17,7 +17,7 @@ import scipy.sparse as sp
 import spgnn.gnn.rows as rows_mod
 from spgnn.comm import run_loopback
 from spgnn.gnn.config import TrainConfig
-from spgnn.gnn.row_moves import move_rows
+from spgnn.core.row_moves import move_rows
 from spgnn.io import Graph, sbm
 from spgnn.io import shards as shard_io
 from spgnn.layout import block_offsets

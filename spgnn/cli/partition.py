@@ -16,7 +16,9 @@ resumes when run again with the same arguments.
 A text edge list (``.txt .edges .el .tsv .csv``, optionally ``.gz``) is
 streamed instead, in bounded memory, never held whole
 (:func:`spgnn.partition.stream_shards.edge_list_to_shards`; with ``--method
-ldg``, ``none`` or ``random`` the graph is never in memory); ``--in-memory``
+ldg``, ``none`` or ``random`` the graph is never in memory); so is a
+MatrixMarket coordinate file with its banner (``.mtx``, optionally ``.gz``:
+:func:`spgnn.partition.stream_shards.mtx_to_shards`); ``--in-memory``
 (or ``--relabel``) loads it whole as the other formats are.  A generator spec
 (``rmat:`` / ``sbm:`` / ``plsbm:``) is streamed the same way, its edges drawn
 chunk by chunk (:func:`spgnn.partition.stream_shards.generator_to_shards`).
@@ -53,8 +55,8 @@ def add_parser(sub):
                    help="random stratified split (default: the graph's own, else 0.6:0.2)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of --split (default 0)")
     p.add_argument("--in-memory", action="store_true",
-                   help="load a text edge list whole instead of streaming it (the shards are "
-                        "the same)")
+                   help="load a text edge list or MatrixMarket file whole instead of "
+                        "streaming it (the shards are the same)")
     p.add_argument("--chunk-mb", type=float, default=1.0, metavar="MB",
                    help="text per parsed chunk on the streaming path (default 1)")
     p.add_argument("--ldg-passes", type=int, default=None, metavar="P",
@@ -122,15 +124,18 @@ def _streams(args) -> bool:
     ``--in-memory`` / ``--relabel``)."""
     from ..io.edgelist_stream import is_edge_list_path
     from ..io.generators import parse_spec
+    from ..io.mtx_stream import is_mtx_stream_path
 
     if args.in_memory or args.relabel:
         return False
-    return is_edge_list_path(args.graph) or parse_spec(args.graph) is not None
+    return (is_edge_list_path(args.graph) or is_mtx_stream_path(args.graph)
+            or parse_spec(args.graph) is not None)
 
 
 def _run_streaming(args, comm, split, t0):
     from ..io.generators import parse_spec
-    from ..partition.stream_shards import edge_list_to_shards, generator_to_shards
+    from ..io.mtx_stream import is_mtx_stream_path
+    from ..partition.stream_shards import edge_list_to_shards, generator_to_shards, mtx_to_shards
 
     if args.chunk_mb <= 0:
         raise ValueError(f"partition: --chunk-mb must be positive, but got {args.chunk_mb}")
@@ -145,6 +150,13 @@ def _run_streaming(args, comm, split, t0):
                              "generator spec")
         man = generator_to_shards(args.graph, args.out, args.parts, args.method, args.seed,
                                   split=split, **common)
+    elif is_mtx_stream_path(args.graph):
+        if args.num_nodes is not None:
+            raise ValueError("partition: --num-nodes applies to a bare edge list; a "
+                             "MatrixMarket file's size line gives the vertex count")
+        man = mtx_to_shards(args.graph, args.out, args.parts, args.method, args.seed,
+                            split=split or (0.6, 0.2), source=args.graph,
+                            chunk_bytes=int(args.chunk_mb * (1 << 20)), **common)
     else:
         man = edge_list_to_shards(args.graph, args.out, args.parts, args.method, args.seed,
                                   split=split or (0.6, 0.2), num_nodes=args.num_nodes,

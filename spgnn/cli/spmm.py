@@ -168,8 +168,11 @@ def _choose_from_shards(comm, args):
     Each rank reads 1D's row blocks (the parts, coarsened or cut when ``K`` and
     ``P`` differ, else even blocks), the counts the ranking needs are
     gathered from them (:func:`spgnn.plan.from_rows.choose_spmm_from_rows`,
-    label ``auto:counts``) and rank 0 ranks; every rank takes its choice.  The
-    rows are returned to be placed without reading them again.
+    label ``auto:counts``) and rank 0 ranks, skipping the configurations whose
+    predicted per-rank peak of one SpMM exceeds ``--memory-limit`` (default:
+    this host's memory over the ranks on it; one agreed ValueError when none
+    fits); every rank takes its choice.  The rows are returned to be placed
+    without reading them again.
     """
     import sys
 
@@ -190,9 +193,15 @@ def _choose_from_shards(comm, args):
     off = row_blocks(p) or block_offsets(n, p)
     block = _shards.read_rows(comm, args.graph, man, off[r], off[r + 1])
     algorithms = () if args.algo == "auto" else (args.algo,)
-    algo, c, grid, top = choose_spmm_from_rows(comm, block.adj, off[r], n, args.feat,
-                                               grid=args.grid, algorithms=algorithms,
-                                               row_blocks=row_blocks)
+    from ..plan.host import memory_limit_bytes, note_default
+
+    limit = memory_limit_bytes(comm, args.memory_limit)
+    try:
+        algo, c, grid, top = choose_spmm_from_rows(comm, block.adj, off[r], n, args.feat,
+                                                   grid=args.grid, algorithms=algorithms,
+                                                   row_blocks=row_blocks, memory_limit=limit)
+    except ValueError as exc:       # every rank alike
+        raise note_default(exc, args.memory_limit) from None
     _take_choice(args, algo, c, grid)
     if comm.rank == 0:
         print(f"--algo auto chose {algo}{' --grid ' + args.grid if grid else ''}"
@@ -444,6 +453,10 @@ def check_args(args):
     if args.replication == "auto" and args.algo not in ("15d", "15d-aware", "auto"):
         raise ValueError(f"spmm: --replication auto applies to --algo 15d, 15d-aware or auto, "
                          f"not {args.algo}")
+    if args.memory_limit is not None:   # bad text: the same error on every rank, before MPI
+        from ..plan.host import memory_limit_bytes
+
+        memory_limit_bytes(None, args.memory_limit)
     from . import _shards
     if _shards.is_shard_dir(args.graph):
         fixed = [o for o, bad in ((f"--partition {args.partition}", args.partition != "none"),
@@ -454,12 +467,6 @@ def check_args(args):
             raise ValueError(f"spmm: --graph {args.graph} is a shard directory (partitioned "
                              f"once by 'spgnn partition'); {', '.join(fixed)} do(es) not apply "
                              f"to it: leave them out, or pass the graph file")
-        if args.memory_limit is not None and (args.algo == "auto" or args.replication == "auto"):
-            # TODO(mem): price one SpMM under --memory-limit from the shards' rows (the memory
-            # model reads even row blocks; choose_spmm_from_rows would need the counts of the
-            # parts' blocks and a memory_limit hook like choose_from_rows's)
-            raise ValueError(f"spmm: --memory-limit is not priced on shard directories yet "
-                             f"(--graph {args.graph}); leave it out")
     if args.partition_file and (args.algo == "auto" or args.replication == "auto"):
         raise ValueError("spmm: --partition-file fixes the blocks; it cannot be combined with "
                          "--algo auto or --replication auto")

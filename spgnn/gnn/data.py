@@ -487,15 +487,15 @@ def held_rows(comm, block, lo, hi, stage=None, *, adj_only=False):
 
     ``block`` itself when every rank holds exactly the rows it needs (1D);
     else the ranks move the rows they hold to the ranks that need them
-    (:func:`spgnn.gnn.row_moves.move_rows`, timed as the stage
+    (:func:`spgnn.core.row_moves.move_rows`, timed as the stage
     ``move-rows``) instead of drawing or reading them again; None (on every
     rank) when the held rows cannot be moved there, and the caller draws or
     reads them.  Every rank passes a block.  ``adj_only``: only ``A'``'s rows are
-    needed (``spmm``; :func:`~spgnn.gnn.row_moves.move_rows`).
+    needed (``spmm``; :func:`~spgnn.core.row_moves.move_rows`).
     """
     if all(comm.allgather_obj((block.lo, block.hi) == (lo, hi), label="gnn-setup:meta")):
         return block
-    from .row_moves import move_rows
+    from ..core.row_moves import move_rows
 
     with (_no_stage if stage is None else stage)("move-rows"):
         return move_rows(comm, block, lo, hi, adj_only=adj_only)

@@ -71,14 +71,7 @@ def load_matrix_market(path, *, symmetric=None, name=None) -> Graph:
     first = 1
     if text.lstrip().startswith(b"%%MatrixMarket"):
         head, text, first = _split_head(text, 1, None)
-        banner = head[0][1].decode("utf-8", "replace").lower().split()
-        if (len(banner) != 5 or banner[1] != "matrix" or banner[2] != "coordinate"
-                or banner[3] not in ("pattern", "real", "integer", "double")
-                or banner[4] not in ("general", "symmetric", "skew-symmetric")):
-            raise GraphFormatError(
-                f"{label}:{head[0][0]}: expected '%%MatrixMarket matrix coordinate "
-                f"pattern|real|integer general|symmetric|skew-symmetric', got {_show(head[0][1])!r}")
-        field, symmetry = banner[3], banner[4]
+        field, symmetry = parse_banner(label, *head[0])
     size = None
     parsed = None   # the entries, when probing for a headerless size line parsed them
     head, rest, rest_first = _split_head(text, 1, b"%", first)
@@ -185,6 +178,24 @@ def load_matrix_market(path, *, symmetric=None, name=None) -> Graph:
                       f"({where}) dropped: a weight of 0 is no edge", SpgnnDataWarning,
                       stacklevel=2)
     return Graph(adj=adj, name=name or _stem(path))
+
+
+def parse_banner(label, lineno, line):
+    """``(field, symmetry)`` of the banner ``line`` (bytes, stripped) at line ``lineno``. Pure.
+
+    Raises GraphFormatError naming ``label:lineno`` for anything but
+    ``%%MatrixMarket matrix coordinate pattern|real|integer|double
+    general|symmetric|skew-symmetric`` (an ``array`` matrix, ``complex``
+    values, ``hermitian`` symmetry are not graphs spgnn reads).
+    """
+    banner = line.decode("utf-8", "replace").lower().split()
+    if (len(banner) != 5 or banner[1] != "matrix" or banner[2] != "coordinate"
+            or banner[3] not in ("pattern", "real", "integer", "double")
+            or banner[4] not in ("general", "symmetric", "skew-symmetric")):
+        raise GraphFormatError(
+            f"{label}:{lineno}: expected '%%MatrixMarket matrix coordinate "
+            f"pattern|real|integer general|symmetric|skew-symmetric', got {_show(line)!r}")
+    return banner[3], banner[4]
 
 
 def _warn_inexact(vals, label, rest, rest_first):

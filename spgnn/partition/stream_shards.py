@@ -6,7 +6,10 @@ pass reads a file sequentially in chunks and writes what it learns to
 scratch files in ``DIR/.work`` (removed at the end).
 :func:`generator_to_shards` takes the same passes with the edges of a
 generator spec drawn chunk by chunk instead of read (no scan: the spec
-knows its vertex and edge counts):
+knows its vertex and edge counts); :func:`mtx_to_shards` a MatrixMarket
+coordinate file (:mod:`spgnn.io.mtx_stream`: ``pattern`` takes the passes
+below, ``real`` / ``integer`` carry each entry's value through them, see
+:func:`_dedup_ranges_weighted`):
 
 1. **scan** (:func:`spgnn.io.edgelist_stream.scan_edge_list`): ``n``, the line
    count, a CRC-32 of the pairs (the resume fingerprint), raw degrees;
@@ -62,7 +65,7 @@ from ._common import perm_offsets
 from .registry import PARTITIONERS, partition_graph
 from .simple import random_parts
 
-__all__ = ["edge_list_to_shards", "generator_to_shards", "STREAMING_METHODS"]
+__all__ = ["edge_list_to_shards", "mtx_to_shards", "generator_to_shards", "STREAMING_METHODS"]
 
 #: At most this many range buckets (pass 2); each holds about ``chunk_entries`` entries.
 RANGE_BUCKETS_MAX = 4096
@@ -95,9 +98,26 @@ class _Work:
     def part_x(self, k):
         return self.root / f"part-{k:05d}.x"
 
+    def range_w(self, b):               # weighted (MatrixMarket real/integer) files: values
+        return self.root / f"range-{b:05d}.w"
+
+    def range_dir(self, b):             # and directions (0: A's entry, 1: Aᵀ's)
+        return self.root / f"range-{b:05d}.dir"
+
+    def part_w(self, k):
+        return self.root / f"part-{k:05d}.w"
+
     @property
     def indices(self):
         return self.root / "adj.indices"
+
+    @property
+    def data(self):
+        return self.root / "adj.data"
+
+    @property
+    def deg(self):
+        return self.root / "adj.deg.npy"
 
     @property
     def counts(self):
@@ -182,12 +202,147 @@ def _dedup_ranges(work, bounds, n, itype):
     return counts
 
 
-def _csr_chunks(work, counts, itype, chunk_entries):
-    """``(row0, indptr, indices)`` of the CSR file of ``A'``, read sequentially in row chunks."""
+def _bucket_by_range_weighted(triples, work, bounds, itype, chunk_entries):
+    """Pass 2 of a weighted graph: each entry ``(s, d, w)`` of A (float32 ``w``, a symmetric
+    file's mirror included) appended to the bucket of ``s`` as A's (direction 0) and, off the
+    diagonal, to the bucket of ``d`` as Aᵀ's (direction 1), in the order they come (so that
+    duplicates sum in the same order on both sides)."""
+    nb = bounds.size - 1
+    for b in range(nb):
+        for f in (work.range_bucket(b), work.range_w(b), work.range_dir(b)):
+            f.write_bytes(b"")
+    held, count = [], 0
+
+    def flush():
+        src, dst, w, dr = (np.concatenate([h[k] for h in held]) for k in range(4))
+        held.clear()
+        which = np.searchsorted(bounds, src, side="right") - 1
+        order = np.argsort(which, kind="stable")
+        cuts = np.searchsorted(which[order], np.arange(nb + 1))
+        both = np.empty((src.size, 2), dtype=itype)
+        both[:, 0] = src[order]
+        both[:, 1] = dst[order]
+        w, dr = w[order], dr[order]
+        del src, dst, which, order
+        for b in range(nb):
+            a, e = cuts[b], cuts[b + 1]
+            if e > a:
+                _append(work.range_bucket(b), both[a:e])
+                _append(work.range_w(b), w[a:e])
+                _append(work.range_dir(b), dr[a:e])
+
+    for src, dst, w in triples:
+        off = src != dst
+        u, v = src.astype(itype), dst.astype(itype)
+        held.append((np.concatenate([u, v[off]]), np.concatenate([v, u[off]]),
+                     np.concatenate([w, w[off]]),
+                     np.concatenate([np.zeros(u.size, np.uint8), np.ones(int(off.sum()), np.uint8)])))
+        count += held[-1][0].size
+        del src, dst, w, u, v, off
+        if count >= chunk_entries:
+            flush()
+            count = 0
+    if held:
+        flush()
+
+
+def _sum_in_order(w, group, groups):
+    """Float32 sums of ``w`` by ``group`` (ascending ids), each group's values added one after
+    the other in the order they come, as scipy sums an adjacency's duplicates when
+    :func:`spgnn.io.graph._build_adj` builds it (``numpy.add.reduceat`` adds in another order
+    and can differ in the last bit)."""
+    one = sp.csr_array((w, (group, np.zeros(group.size, dtype=np.int64))), shape=(groups, 1))
+    one.sum_duplicates()
+    out = np.zeros(groups, dtype=np.float32)
+    out[np.repeat(np.arange(groups), np.diff(one.indptr))] = one.data
+    return out
+
+
+def _dedup_ranges_weighted(work, bounds, n, itype):
+    """Pass 3 of a weighted graph: ``A' = max(A, Aᵀ)`` without its diagonal, range by range,
+    as the in-memory path makes it (:func:`spgnn.io.preprocess.undirected_weights` of the
+    loaded A): duplicates of A summed in float32, A's zeros dropped, then each pair's larger
+    weight, absent counting 0, a 0 result no entry.  Appends the rows to the CSR files of
+    ``A'`` (``adj.indices``, ``adj.data``).  Returns ``(counts, deg, stats)``: entries per row,
+    GCN's degrees (float64 row sums of ``A' + I``, by scipy on each range's rows as
+    :func:`spgnn.io.preprocess.gcn_degrees` sums the whole) and ``{"zeros": A's entries of
+    weight 0, "min_weight": A's smallest weight}``."""
+    counts = np.zeros(n, dtype=np.int64)
+    deg = np.zeros(n, dtype=np.float64)
+    zeros, low = 0, np.inf
+    work.indices.write_bytes(b"")
+    work.data.write_bytes(b"")
+    for b in range(bounds.size - 1):
+        lo, hi = int(bounds[b]), int(bounds[b + 1])
+        pairs = np.fromfile(work.range_bucket(b), dtype=itype).reshape(-1, 2)
+        w = np.fromfile(work.range_w(b), dtype=np.float32)
+        k2 = (pairs[:, 0].astype(np.int64) - lo) * n
+        k2 += pairs[:, 1]
+        del pairs
+        k2 *= 2
+        k2 += np.fromfile(work.range_dir(b), dtype=np.uint8)
+        order = np.argsort(k2, kind="stable")           # duplicates in the order they came
+        k2, w = k2[order], w[order]
+        del order
+        if k2.size:
+            new = np.concatenate([[True], k2[1:] != k2[:-1]])
+            group = np.cumsum(new) - 1
+            k2 = k2[new]
+            del new
+            sums = _sum_in_order(w, group, k2.size)
+            del group
+        else:
+            sums = w
+        del w
+        mine = (k2 & 1) == 0                                # A's own entries (diagonal too)
+        zeros += int(np.count_nonzero(sums[mine] == 0))
+        if np.any(mine & (sums != 0)):
+            low = min(low, float(sums[mine & (sums != 0)].min()))
+        key = k2 >> 1
+        keep = (sums != 0) & (key // n + lo != key % n)     # A's zeros and diagonal dropped
+        key, sums, mine = key[keep], sums[keep], mine[keep]
+        del k2, keep
+        first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if key.size \
+            else np.zeros(0, np.int64)
+        slot = np.cumsum(np.concatenate([[False], key[1:] != key[:-1]])) if key.size \
+            else np.zeros(0, np.int64)
+        a = np.zeros(first.size, dtype=np.float32)
+        t = np.zeros(first.size, dtype=np.float32)
+        a[slot[mine]] = sums[mine]
+        t[slot[~mine]] = sums[~mine]
+        val = np.maximum(a, t)                              # scipy's maximum, absent = 0
+        key = key[first]
+        nz = val != 0
+        key, val = key[nz], val[nz]
+        del a, t, slot, first, sums, mine, nz
+        rows = key // n
+        c = np.bincount(rows, minlength=hi - lo)
+        counts[lo:hi] = c
+        cols = (key % n).astype(itype)
+        del key, rows
+        indptr = np.zeros(hi - lo + 1, dtype=np.int64)
+        np.cumsum(c, out=indptr[1:])
+        block = sp.csr_array((val.astype(np.float64), cols, indptr), shape=(hi - lo, n))
+        block = block + sp.eye_array(hi - lo, n, k=lo, dtype=np.float64, format="csr")
+        deg[lo:hi] = np.asarray(block.sum(axis=1)).ravel()
+        del block
+        _append(work.indices, cols)
+        _append(work.data, val)
+        del cols, val
+        for f in (work.range_bucket(b), work.range_w(b), work.range_dir(b)):
+            f.unlink()
+    np.save(work.counts, counts)
+    np.save(work.deg, deg)
+    return counts, deg, {"zeros": zeros, "min_weight": 0.0 if low == np.inf else low}
+
+
+def _csr_chunks(work, counts, itype, chunk_entries, data=False):
+    """``(row0, indptr, indices)`` of the CSR file of ``A'``, read sequentially in row chunks
+    (``data``: ``(row0, indptr, indices, values)``, a weighted graph's)."""
     n = counts.size
     isz = np.dtype(itype).itemsize
     ends = np.cumsum(counts)
-    with open(work.indices, "rb") as f:
+    with open(work.indices, "rb") as f, (open(work.data, "rb") if data else _Nothing()) as fd:
         row0, pos = 0, 0
         while row0 < n:
             row1 = int(np.searchsorted(ends, pos + chunk_entries, side="right"))
@@ -198,11 +353,39 @@ def _csr_chunks(work, counts, itype, chunk_entries):
             indptr = np.empty(row1 - row0 + 1, dtype=np.int64)
             indptr[0] = pos
             indptr[1:] = ends[row0:row1]
-            yield row0, indptr, indices
+            if data:
+                fd.seek(pos * 4)
+                yield row0, indptr, indices, np.fromfile(fd, dtype=np.float32, count=stop - pos)
+            else:
+                yield row0, indptr, indices
             row0, pos = row1, stop
 
 
-def _order(method, parts, seed, n, counts, work, itype, chunk_entries, ldg_options):
+class _Nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _pattern_chunks(work, counts, itype, chunk_entries, deg):
+    """The row chunks of what the partitioner sees (:func:`spgnn.io.shards.partition_pattern`):
+    ``A'``'s entries, less, on a weighted graph (``deg``), those of a row or column whose
+    degree is not positive (``Â`` scales them to 0)."""
+    for row0, indptr, indices in _csr_chunks(work, counts, itype, chunk_entries):
+        if deg is not None:
+            lens = np.diff(indptr)
+            rows = np.repeat(np.arange(row0, row0 + lens.size), lens)
+            keep = (deg[rows] > 0) & (deg[indices] > 0)
+            if not keep.all():
+                indices = indices[keep]
+                indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[keep] - row0,
+                                                                    minlength=lens.size))])
+        yield row0, indptr, indices
+
+
+def _order(method, parts, seed, n, counts, work, itype, chunk_entries, ldg_options, deg=None):
     """Pass 4: ``(perm, offsets)`` of the partition (``perm[new] = old``)."""
     if method == "none":
         return np.arange(n, dtype=np.int64), np.asarray(block_offsets(n, parts), dtype=np.int64)
@@ -210,12 +393,15 @@ def _order(method, parts, seed, n, counts, work, itype, chunk_entries, ldg_optio
         return perm_offsets(random_parts(n, parts, seed), parts)
     if method == "ldg":
         from .ldg import ldg_stream
-        labels = ldg_stream(n, parts, lambda: _csr_chunks(work, counts, itype, chunk_entries),
-                            **ldg_options)
+        labels = ldg_stream(n, parts, lambda: _pattern_chunks(work, counts, itype, chunk_entries,
+                                                              deg), **ldg_options)
         return perm_offsets(labels.astype(np.int64), parts)
+    pieces = list(_pattern_chunks(work, counts, itype, chunk_entries, deg))
     indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    indices = np.fromfile(work.indices, dtype=itype)
+    np.cumsum(np.concatenate([np.diff(p[1]) for p in pieces]) if pieces else counts,
+              out=indptr[1:])
+    indices = np.concatenate([p[2] for p in pieces]) if pieces else np.zeros(0, itype)
+    del pieces
     pattern = sp.csr_array((np.ones(indices.size, dtype=np.float32), indices, indptr),
                            shape=(n, n))
     perm, offsets, _ = partition_graph(pattern, method, parts, seed)
@@ -261,24 +447,32 @@ class _Features:
         return "csr" if size and self.nonzero <= SPARSE_DENSITY * size else "dense"
 
 
-def _bucket_by_part(work, counts, parts_of, inv, nparts, itype, chunk_entries, feats):
-    """Pass 5: rows of ``A'`` (columns renumbered) and feature rows appended to their part's buckets."""
+def _bucket_by_part(work, counts, parts_of, inv, nparts, itype, chunk_entries, feats,
+                    weighted=False):
+    """Pass 5: rows of ``A'`` (columns renumbered; ``weighted``: and their values) and feature
+    rows appended to their part's buckets."""
     for k in range(nparts):
         work.part_cols(k).write_bytes(b"")
+        if weighted:
+            work.part_w(k).write_bytes(b"")
         if feats.dense:
             work.part_x(k).write_bytes(b"")
-    for row0, indptr, indices in _csr_chunks(work, counts, itype, chunk_entries):
+    for row0, indptr, indices, *vals in _csr_chunks(work, counts, itype, chunk_entries,
+                                                    data=weighted):
         row1 = row0 + indptr.size - 1
         rp = parts_of[row0:row1]
         ep = np.repeat(rp, np.diff(indptr))
         order = np.argsort(ep, kind="stable")
         cols = inv[indices[order]].astype(itype)
+        w = vals[0][order] if weighted else None
         cuts = np.searchsorted(ep[order], np.arange(nparts + 1))
-        del ep, order
+        del ep, order, vals
         for k in range(nparts):
             if cuts[k + 1] > cuts[k]:
                 _append(work.part_cols(k), cols[cuts[k]:cuts[k + 1]])
-        del cols
+                if weighted:
+                    _append(work.part_w(k), w[cuts[k]:cuts[k + 1]])
+        del cols, w
         if feats.dense:
             x = feats.rows(row0, row1)
             rorder = np.argsort(rp, kind="stable")
@@ -313,6 +507,21 @@ def _sort_rows(indptr, indices, n, chunk_entries):
             del key
 
 
+def _sort_rows_weighted(indptr, indices, vals, n, chunk_entries):
+    """:func:`_sort_rows` moving each entry's value with it."""
+    for row0, row1 in _row_chunks(indptr, chunk_entries):
+        a, b = int(indptr[row0]), int(indptr[row1])
+        if b > a:
+            rows = np.repeat(np.arange(row1 - row0, dtype=np.int64), np.diff(indptr[row0:row1 + 1]))
+            key = rows * n
+            del rows
+            key += indices[a:b]
+            order = np.argsort(key, kind="stable")
+            indices[a:b] = key[order] % n
+            vals[a:b] = vals[a:b][order]
+            del key, order
+
+
 def _halo(indices, lo, hi, n, seen=None):
     """The sorted distinct column ids outside ``lo:hi`` (int64), marking them in an ``n``-byte
     mask ``seen`` (give the same mask over a part's chunks, then call with ``indices=None``)."""
@@ -323,9 +532,12 @@ def _halo(indices, lo, hi, n, seen=None):
     return np.flatnonzero(seen).astype(np.int64)
 
 
-def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks, chunk_entries):
+def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks, chunk_entries,
+                 deg=None):
     """Part ``k``'s arrays from its buckets (those of ``shards._part_arrays``), made one at a
-    time as they are written (:class:`spgnn.io.shards.LazyArrays`)."""
+    time as they are written (:class:`spgnn.io.shards.LazyArrays`).  ``deg``: a weighted
+    graph's degrees (its values are in the part's ``.w`` bucket); None: unweighted, ``counts
+    + 1``."""
     ids = perm[lo:hi]
     # the buckets hold the part's rows in increasing original id
     arrival = np.argsort(ids, kind="stable")
@@ -336,9 +548,12 @@ def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks, 
     nnz = int(indptr[-1])
     kept = {}
 
+    weighted = deg is not None
+
     def indices():
         cols = np.fromfile(work.part_cols(k), dtype=itype)
-        if cols.size != nnz:
+        vals = np.fromfile(work.part_w(k), dtype=np.float32) if weighted else None
+        if cols.size != nnz or (weighted and vals.size != nnz):
             raise ShardError(f"{work.part_cols(k)}: holds {cols.size} entries, expected {nnz} "
                              f"(a damaged scratch file; run again)")
         if not in_order:        # rows arrived by original id: put them in the part's order
@@ -348,8 +563,13 @@ def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks, 
             where[arrival] = np.arange(arrival.size)
             take = np.repeat(src[where] - indptr[:-1], rc) + np.arange(nnz, dtype=np.int64)
             cols = cols[take]
+            vals = vals[take] if weighted else None
             del take
-        _sort_rows(indptr, cols, n, chunk_entries)
+        if weighted:
+            _sort_rows_weighted(indptr, cols, vals, n, chunk_entries)
+            kept["data"] = vals
+        else:
+            _sort_rows(indptr, cols, n, chunk_entries)
         kept["halo"] = _halo(None, lo, hi, n, _halo(cols, lo, hi, n))
         return cols
 
@@ -389,14 +609,20 @@ def _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, labels, masks, 
 
     out = shard_io.LazyArrays()
     out["indptr"] = indptr
-    if in_order:
+    if in_order and not weighted:
         out["indices"] = shard_io.Chunked(itype, (nnz,), indices_pieces)
     else:
         out["indices"] = indices
-    out["data"] = shard_io.Chunked(np.float32, (nnz,), ones)
-    out["deg"] = lambda: rc.astype(np.float64) + 1.0
-    out["halo"] = lambda: kept["halo"]
-    out["halo_deg"] = lambda: counts[perm[kept.pop("halo")]].astype(np.float64) + 1.0
+    if weighted:                # made with the indices (sorted with them)
+        out["data"] = lambda: kept.pop("data")
+        out["deg"] = lambda: deg[ids]
+        out["halo"] = lambda: kept["halo"]
+        out["halo_deg"] = lambda: deg[perm[kept.pop("halo")]]
+    else:
+        out["data"] = shard_io.Chunked(np.float32, (nnz,), ones)
+        out["deg"] = lambda: rc.astype(np.float64) + 1.0
+        out["halo"] = lambda: kept["halo"]
+        out["halo_deg"] = lambda: counts[perm[kept.pop("halo")]].astype(np.float64) + 1.0
     if feats.dense:
         out["x"] = shard_io.Chunked(np.float32, (ids.size, feats.dim), x_pieces) if in_order \
             else x
@@ -470,6 +696,83 @@ class _EdgeListSource:
         return _Features(self.feature_spec, self.n, counts)
 
 
+class _MatrixMarketSource:
+    """A MatrixMarket coordinate file with its banner (:mod:`spgnn.io.mtx_stream`): scanned
+    once (the checks, ``n`` from the size line, entries, CRC-32, raw degrees), then read in
+    chunks.  ``pattern``: the edges of an edge list (a symmetric file's mirror adds nothing
+    ``A'`` lacks); ``real`` / ``integer``: the weighted passes (``weighted``).  Synthetic
+    features and labels, a stratified random split, as an edge list."""
+
+    def __init__(self, path, *, chunk_bytes, features, labels, split, split_seed):
+        import zlib
+
+        from ..io.mtx_stream import iter_mtx_chunks
+
+        if features is None or labels is None:
+            raise ValueError(f"partition: the MatrixMarket file {path} has no features or "
+                             f"labels; give --features and --labels specs (e.g. --features "
+                             f"random:32 --labels random:4)")
+        check_feature_spec(features, "--features")
+        check_label_spec(labels, "--labels", alone=True)
+        self.path, self.text, self.name = path, path, _stem(path)
+        self.chunk_bytes = chunk_bytes
+        self.feature_spec, self.label_spec = features, labels
+        self.split, self.split_seed = split, split_seed
+        chunks = iter_mtx_chunks(path, chunk_bytes=chunk_bytes)
+        head = next(chunks)
+        self.n, self.weighted, self.symmetry = head.n, head.weighted, head.symmetry
+        deg = np.zeros(self.n, dtype=np.int64)
+        crc, lines = 0, 0
+        for rows, cols, vals, _ in chunks:
+            for a in (rows, cols) if vals is None else (rows, cols, vals):
+                crc = zlib.crc32(a.tobytes(), crc)
+            deg += np.bincount(rows, minlength=self.n)
+            deg += np.bincount(cols, minlength=self.n)
+            lines += rows.size
+        self.lines, self.raw_degree = lines, deg
+        self.identity = {"lines": lines, "crc32": f"{crc:08x}",
+                         "mtx": f"{head.field} {head.symmetry}"}
+
+    def bounds(self, nbuckets):
+        bounds = _range_bounds(self.raw_degree, nbuckets)
+        self.raw_degree = None
+        return bounds
+
+    def _chunks(self):
+        from ..io.mtx_stream import iter_mtx_chunks
+
+        chunks = iter_mtx_chunks(self.path, chunk_bytes=self.chunk_bytes)
+        next(chunks)
+        return chunks
+
+    def edges(self):
+        for rows, cols, _, _ in self._chunks():
+            yield rows, cols
+
+    def triples(self):
+        """A's entries ``(s, d, float32 w)`` chunk by chunk, as the in-memory reader builds A:
+        values cast to float32, a symmetric file's off-diagonal entries mirrored (negated when
+        skew-symmetric)."""
+        sign = -1.0 if self.symmetry == "skew-symmetric" else 1.0
+        for rows, cols, vals, _ in self._chunks():
+            w = np.asarray(vals, dtype=np.float32)
+            if self.symmetry != "general":
+                off = rows != cols
+                mirror = np.asarray(sign * vals[off], dtype=np.float32)
+                rows, cols = np.concatenate([rows, cols[off]]), np.concatenate([cols, rows[off]])
+                w = np.concatenate([w, mirror])
+            yield rows, cols, w
+
+    def labels(self):
+        return synthetic_labels(self.n, self.label_spec)
+
+    def masks(self, labels):
+        return _stratified_masks(self.n, labels, self.split, self.split_seed)
+
+    def features(self, counts):
+        return _Features(self.feature_spec, self.n, counts)
+
+
 class _GeneratorSource:
     """A generator spec drawn chunk by chunk (:class:`spgnn.io.generators.GeneratorSpec`): the
     graph ``load_graph(spec)`` builds, never held.  Its own features, labels and per-vertex
@@ -521,6 +824,17 @@ class _GeneratorSource:
         return _Features(self.feature_spec, self.n, counts)
 
 
+def _warn_zeros(label, zeros):
+    """The in-memory reader's warning: entries of weight 0 are no edges (dropped)."""
+    if zeros:
+        import warnings
+
+        from ..errors import SpgnnDataWarning
+
+        warnings.warn(f"{label}: {zeros:,} stored entr{'y' if zeros == 1 else 'ies'} of weight 0 "
+                      f"dropped: a weight of 0 is no edge", SpgnnDataWarning, stacklevel=3)
+
+
 def _check_args(method, parts):
     if method not in PARTITIONERS:
         raise ValueError(f"partition: unknown method {method!r}; expected one of "
@@ -564,6 +878,39 @@ def edge_list_to_shards(path, directory, parts, method="ldg", seed=0, *, feature
     clock = time.perf_counter()
     src = _EdgeListSource(path, num_nodes=num_nodes, chunk_bytes=chunk_bytes, comment=comment,
                           features=features, labels=labels, split=split, split_seed=split_seed)
+    if stages is not None:
+        stages["scan"] = round(time.perf_counter() - clock, 3)
+    return _stream_to_shards(src, directory, parts, method, seed, name=name, source_text=source,
+                             chunk_entries=chunk_entries, ldg_options=ldg_options,
+                             progress=progress, stages=stages)
+
+
+def mtx_to_shards(path, directory, parts, method="ldg", seed=0, *, features, labels,
+                  split=(0.6, 0.2), split_seed=0, name=None, source=None,
+                  chunk_bytes=DEFAULT_CHUNK_BYTES, chunk_entries=1 << 20, ldg_options=None,
+                  progress=None, stages=None) -> dict:
+    """Partition the MatrixMarket coordinate file ``path`` into ``parts`` shards in bounded
+    memory. Local.
+
+    ``path``: a ``.mtx`` (or ``.mtx.gz``) file with its banner, ``pattern``,
+    ``real``, ``integer`` or ``double``, ``general``, ``symmetric`` or
+    ``skew-symmetric`` (:mod:`spgnn.io.mtx_stream` reads it in chunks with
+    the checks of :func:`spgnn.io.mtx.load_matrix_market`).  The shards equal
+    the in-memory path's (``spgnn partition --in-memory``: the loaded graph
+    through :func:`spgnn.partition.to_shards.partition_to_shards`) array for
+    array: a pattern file takes the passes of an edge list; a weighted one
+    carries its values through them (``A' = max(A, Aᵀ)`` of the summed
+    entries, its float32 values and float64 degrees).  Where three or more
+    entries of one weighted (row, column) pair are not exact in float32, their
+    sum may differ in the last bit (the in-memory reader's summation order is
+    scipy's).  Other parameters as :func:`edge_list_to_shards` (no
+    ``num_nodes``: the size line gives ``n``).  A weight of 0 dropped warns
+    (:class:`~spgnn.errors.SpgnnDataWarning`) as the in-memory reader does.
+    """
+    parts = _check_args(method, parts)
+    clock = time.perf_counter()
+    src = _MatrixMarketSource(path, chunk_bytes=chunk_bytes, features=features, labels=labels,
+                              split=split, split_seed=split_seed)
     if stages is not None:
         stages["scan"] = round(time.perf_counter() - clock, 3)
     return _stream_to_shards(src, directory, parts, method, seed, name=name, source_text=source,
@@ -626,24 +973,41 @@ def _stream_to_shards(source, directory, parts, method, seed, *, name, source_te
     itype = np.int32 if n < 2**31 else np.int64
     label_arr = source.labels()
     masks = source.masks(label_arr)
+    weighted = getattr(source, "weighted", False)
+    deg = None
     resumed = (state is not None and state.get("stage") == "buckets"
-               and (directory / shard_io.ORDER).exists() and work.counts.exists())
+               and (directory / shard_io.ORDER).exists() and work.counts.exists()
+               and (not weighted or work.deg.exists()))
     if resumed:
         perm = np.load(directory / shard_io.ORDER)
         offsets = [int(v) for v in state["offsets"]]
         counts = np.load(work.counts)
+        deg = np.load(work.deg) if weighted else None
+        min_weight = float(state.get("min_edge_weight", 1.0 if source.lines else 0.0))
         feats = source.features(counts)
         feats.nonzero = int(state.get("feature_nonzero", 0))
     else:
         work.reset()
-        nb = int(min(RANGE_BUCKETS_MAX, max(1, -(-2 * source.lines // chunk_entries))))
+        # a weighted entry is written once per direction, a symmetric file's twice more
+        per_line = (4 if getattr(source, "symmetry", "general") != "general" else 2) \
+            if weighted else 2
+        nb = int(min(RANGE_BUCKETS_MAX, max(1, -(-per_line * source.lines // chunk_entries))))
         bounds = source.bounds(nb)
-        _bucket_by_range(source.edges(), work, bounds, itype, chunk_entries)
+        if weighted:
+            _bucket_by_range_weighted(source.triples(), work, bounds, itype, chunk_entries)
+        else:
+            _bucket_by_range(source.edges(), work, bounds, itype, chunk_entries)
         lap("range")
-        counts = _dedup_ranges(work, bounds, n, itype)
+        if weighted:
+            counts, deg, wstats = _dedup_ranges_weighted(work, bounds, n, itype)
+            min_weight = wstats["min_weight"]
+            _warn_zeros(source.text, wstats["zeros"])
+        else:
+            counts = _dedup_ranges(work, bounds, n, itype)
+            min_weight = 1.0 if source.lines else 0.0
         lap("dedup")
         perm, offsets = _order(method, parts, seed, n, counts, work, itype, chunk_entries,
-                               dict(ldg_options or {}))
+                               dict(ldg_options or {}), deg)
         offsets = [int(v) for v in offsets]
         lap("partition")
         shard_io.atomic_write(directory / shard_io.ORDER, lambda f: np.save(f, perm))
@@ -656,11 +1020,15 @@ def _stream_to_shards(source, directory, parts, method, seed, *, name, source_te
         inv = np.empty(n, dtype=itype)
         inv[perm] = np.arange(n, dtype=itype)
         feats = source.features(counts)
-        _bucket_by_part(work, counts, parts_of, inv, parts, itype, chunk_entries, feats)
+        _bucket_by_part(work, counts, parts_of, inv, parts, itype, chunk_entries, feats,
+                        weighted)
         del parts_of, inv
         work.indices.unlink()
+        if weighted:
+            work.data.unlink()
         state["stage"] = "buckets"
         state["feature_nonzero"] = feats.nonzero
+        state["min_edge_weight"] = min_weight
         shard_io._journal(directory, state)
         lap("bucket")
     entries = []
@@ -670,11 +1038,11 @@ def _stream_to_shards(source, directory, parts, method, seed, *, name, source_te
         kept = done is not None
         if not kept:
             arrays = _part_arrays(work, k, lo, hi, n, perm, counts, itype, feats, label_arr,
-                                  masks, chunk_entries)
+                                  masks, chunk_entries, deg)
             done = shard_io.store_part(directory, k, lo, hi, arrays, state)
             del arrays
         entries.append(done)
-        for f in (work.part_cols(k), work.part_x(k)):
+        for f in (work.part_cols(k), work.part_x(k), work.part_w(k)):
             try:
                 f.unlink()
             except OSError:
@@ -688,7 +1056,7 @@ def _stream_to_shards(source, directory, parts, method, seed, *, name, source_te
         num_features=feats.dim, num_classes=int(max(label_arr.max(initial=-1), -1)) + 1,
         nnz=int(counts.sum()), parts=parts, offsets=offsets, method=method, seed=seed,
         feature_form=feats.form, features_stored="dense" if feats.dense else "csr",
-        min_edge_weight=1.0 if source.lines else 0.0,
+        min_edge_weight=min_weight,
         counts={k: int(m.sum()) for k, m in zip(("train", "val", "test"), masks)},
         fingerprint=fp, files=entries)
     shard_io.finish_write(directory, man)

@@ -145,11 +145,13 @@ def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorit
     g = parse_grid(grid, comm.size, ndim=3, what="spmm: --grid") if grid else None
 
     def compute():
+        offsets_for = _offsets_for(adj, adj, partition, seed)
         ranked = rank_spmm_configs(adj, comm.size, feat, load_calibration(),
                                    configs=_configs(comm.size, g, tuple(algorithms)),
-                                   offsets_for=_offsets_for(adj, adj, partition, seed))
-        if memory_limit is not None:
-            return _fitting(ranked, memory_limit, adj, [feat, feat], training=False)
+                                   offsets_for=offsets_for)
+        if memory_limit is not None:    # priced on the blocks each was ranked on
+            return _fitting(ranked, memory_limit, adj, [feat, feat], training=False,
+                            offsets_for=offsets_for)
         return [r.to_dict() for r in ranked[:3]]
 
     return _agree(comm, compute)

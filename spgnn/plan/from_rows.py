@@ -453,7 +453,8 @@ def _placeable(comm, configs, p, row_blocks, algorithms):
     return configs
 
 
-def choose_spmm_from_rows(comm, rows, lo, n, feat, *, grid=None, algorithms=(), row_blocks=None):
+def choose_spmm_from_rows(comm, rows, lo, n, feat, *, grid=None, algorithms=(), row_blocks=None,
+                          memory_limit=None):
     """:func:`spgnn.plan.choose.choose_spmm` from the ranks' rows of the matrix. Collective.
 
     ``spmm --graph DIR --algo auto``: ``rows`` are this rank's CSR rows
@@ -466,8 +467,14 @@ def choose_spmm_from_rows(comm, rows, lo, n, feat, *, grid=None, algorithms=(), 
     zeros, gathered from the rows (:func:`gather_counts`, label
     ``auto:counts``) and ranked on rank 0: on the same matrix with even
     blocks, exactly ``choose_spmm``'s predictions (``partition="none"``).
-    The memory model is not applied here (``--memory-limit`` on shard
-    directories is refused by the command).
+    ``memory_limit`` (bytes per rank, ``spmm --memory-limit``): keep the
+    configurations whose predicted per-rank peak of one SpMM
+    (:func:`spgnn.plan.memory.within_limit`, ``training=False``: the blocks
+    of the matrix, X, Y and the largest exchange's buffers) fits, each priced
+    on the row blocks it was ranked on, from the same gathered counts (the
+    memory model's counts are recorded with the ranking's, one gather);
+    the top dicts then carry ``memory_peak_bytes`` and ``memory_skipped``,
+    as ``choose_spmm(memory_limit=...)``'s do.
 
     Returns ``(algorithm, replication, grid or None, top3)`` on every rank.
 
@@ -475,7 +482,9 @@ def choose_spmm_from_rows(comm, rows, lo, n, feat, *, grid=None, algorithms=(), 
     ------
     ValueError, GridError
         On every rank alike: rows that do not cover ``0..n`` in rank order, a
-        bad ``grid`` or calibration file, no candidate the row blocks can place.
+        bad ``grid`` or calibration file, no candidate the row blocks can place,
+        no configuration within ``memory_limit`` ("--algo auto: no configuration
+        fits in --memory-limit ...").
     """
     from .model import rank_spmm_configs
 
@@ -488,13 +497,22 @@ def choose_spmm_from_rows(comm, rows, lo, n, feat, *, grid=None, algorithms=(), 
     else:
         needs = _Needs()
         rec = _Recorder(n, needs)
-        rank_spmm_configs(rec, p, feat, DEFAULT_CALIBRATION, configs=configs,
-                          offsets_for=_offsets_for(rec, row_blocks))
+        ranked = rank_spmm_configs(rec, p, feat, DEFAULT_CALIBRATION, configs=configs,
+                                   offsets_for=_offsets_for(rec, row_blocks))
+        if memory_limit is not None:         # and what the memory model reads of them
+            from .memory import within_limit
+
+            within_limit(ranked, float("inf"), a=rec, dims=[feat, feat], training=False,
+                         offsets_for=_offsets_for(rec, row_blocks))
         counts = gather_counts(comm, rows, lo, n, needs)
 
     def compute():
+        offsets_for = _offsets_for(counts, row_blocks)
         ranked = rank_spmm_configs(counts, p, feat, load_calibration(), configs=configs,
-                                   offsets_for=_offsets_for(counts, row_blocks))
+                                   offsets_for=offsets_for)
+        if memory_limit is not None:         # one SpMM priced on the blocks it was ranked on
+            return _fitting(ranked, memory_limit, counts, [feat, feat], training=False,
+                            offsets_for=offsets_for)
         return [r.to_dict() for r in ranked[:3]]
 
     return _agree(comm, compute)

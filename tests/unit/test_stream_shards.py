@@ -5,13 +5,14 @@ Small graphs, chunk sizes forcing many chunks; loopback ranks for the commands.
 
 import argparse
 import gzip
+import re
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from spgnn.comm import run_loopback
-from spgnn.errors import GraphFormatError, GridError, ShardError
+from spgnn.errors import GraphFormatError, GridError, InputTooLarge, ShardError
 from spgnn.io import load_graph
 from spgnn.io import shards as shard_io
 from spgnn.io.edgelist_stream import iter_edge_chunks
@@ -310,3 +311,140 @@ def test_partition_command_streams_a_text_edge_list(tmp_path, edge_file):
     assert outs["stream"]["streamed"] and "streamed" not in outs["in-memory"]
     files = [json.loads((tmp_path / m / "manifest.json").read_text())["files"] for m in outs]
     assert files[0] == files[1]                  # same bytes (sha256) either way
+
+
+# -- MatrixMarket coordinate files streamed (issue 37) ---------------------------------------
+
+def _write_mtx(path, field, symmetry, n=60, m=400, seed=3):
+    """A MatrixMarket file with duplicates, zeros and negative weights (sums exact in float32)."""
+    rng = np.random.default_rng(seed)
+    r, c = rng.integers(1, n + 1, m), rng.integers(1, n + 1, m)
+    if symmetry != "general":                      # one triangle stored
+        r, c = np.maximum(r, c), np.minimum(r, c)
+        if symmetry == "skew-symmetric":
+            r, c = r[r != c], c[r != c]
+    r, c = np.concatenate([r, r[:30]]), np.concatenate([c, c[:30]])
+    vals = rng.choice([0.0, -1.5, 0.25, 2.0, 3.0, 0.5] if field == "real" else [-3, 0, 1, 2, 5],
+                      r.size)
+    lines = [f"%%MatrixMarket matrix coordinate {field} {symmetry}", "% a comment", "",
+             f"{n} {n} {r.size}"]
+    lines += [f"{a} {b}" if field == "pattern" else f"{a} {b} {v}" for a, b, v in zip(r, c, vals)]
+    data = ("\n".join(lines) + "\n").encode()
+    if str(path).endswith(".gz"):
+        data = gzip.compress(data)
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.filterwarnings("ignore:.*weight 0")
+@pytest.mark.parametrize("field,symmetry,method,name", [
+    ("pattern", "symmetric", "ldg", "g.mtx"), ("real", "general", "random", "g.mtx.gz"),
+    ("integer", "symmetric", "ldg", "g.mtx"), ("real", "skew-symmetric", "none", "g.mtx")])
+def test_matrix_market_streams_to_the_in_memory_shards(tmp_path, field, symmetry, method, name):
+    from spgnn.partition.stream_shards import mtx_to_shards
+
+    p = _write_mtx(tmp_path / name, field, symmetry)
+    g = with_synthetic(load_graph(str(p)), "random:3", "random:4").random_split(0.6, 0.2)
+    mem = partition_to_shards(g, tmp_path / "mem", 3, method, 0, source=str(p))
+    man = mtx_to_shards(p, tmp_path / "str", 3, method, 0, features="random:3",
+                        labels="random:4", chunk_bytes=200, chunk_entries=64, source=str(p))
+    _same_shards(tmp_path / "mem", mem, tmp_path / "str", man, 3)
+    assert not (tmp_path / "str" / shard_io.WORK).exists()
+
+
+def test_matrix_market_weight_zero_warns_as_in_memory(tmp_path):
+    from spgnn.errors import SpgnnDataWarning
+    from spgnn.partition.stream_shards import mtx_to_shards
+
+    p = tmp_path / "z.mtx"
+    p.write_text("%%MatrixMarket matrix coordinate real general\n3 3 3\n1 2 0\n2 3 1.5\n3 1 2\n")
+    with pytest.warns(SpgnnDataWarning, match="1 stored entry of weight 0"):
+        man = mtx_to_shards(p, tmp_path / "s", 1, "none", features="random:2",
+                            labels="random:2")
+    assert man["nnz"] == 4 and man["min_edge_weight"] == 1.5
+
+
+@pytest.mark.parametrize("text,err,words", [
+    ("%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 2 1 0\n", GraphFormatError,
+     ":1: expected '%%MatrixMarket matrix coordinate"),
+    ("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n", GraphFormatError,
+     ":1: expected '%%MatrixMarket"),
+    ("%%MatrixMarket matrix coordinate real hermitian\n2 2 1\n1 2 1\n", GraphFormatError,
+     ":1: expected '%%MatrixMarket"),
+    ("%%MatrixMarket matrix coordinate pattern general\n% c\n2 x 1\n1 2\n", GraphFormatError,
+     ":3: expected the size line"),
+    ("%%MatrixMarket matrix coordinate pattern general\n2 3 1\n1 2\n", GraphFormatError,
+     ":2: an adjacency matrix must be square"),
+    ("%%MatrixMarket matrix coordinate pattern general\n% only comments\n", GraphFormatError,
+     "ends before the size line"),
+    ("%%MatrixMarket matrix coordinate pattern general\n3 3 4\n1 2\n2 3\n3 1\n",
+     GraphFormatError, "announces 4 entries but only 3 follow (the file is truncated)"),
+    ("%%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2\n2 3\n", GraphFormatError,
+     ":4: more entries than the 1"),
+    ("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 2 1\n2 4 1\n", GraphFormatError,
+     ":4: index outside 1..3: (2, 4)"),
+    ("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 2 1\n2 3\n", GraphFormatError,
+     ":4:"),
+    ("%%MatrixMarket matrix coordinate real general\n3 3 1\n1.5 2 1\n", GraphFormatError,
+     ":3: row and column must be integers"),
+    ("%%MatrixMarket matrix coordinate pattern general\n99999999999 99999999999 1\n1 2\n",
+     InputTooLarge, "size line (line 2) implies 99,999,999,999 vertices"),
+])
+def test_matrix_market_stream_errors_are_typed_and_name_the_line(tmp_path, text, err, words):
+    from spgnn.partition.stream_shards import mtx_to_shards
+
+    p = tmp_path / "bad.mtx"
+    p.write_text(text)
+    with pytest.raises(err, match=re.escape(words)):
+        mtx_to_shards(p, tmp_path / "s", 1, "none", features="random:2", labels="random:2",
+                      chunk_bytes=64)
+    assert not (tmp_path / "s").exists()          # refused in the scan, before any write
+
+
+def test_partition_command_streams_matrix_market(tmp_path, capsys):
+    import json
+
+    from spgnn.__main__ import main
+
+    p = _write_mtx(tmp_path / "g.mtx", "integer", "general")
+    outs = {}
+    for mode in ("stream", "in-memory"):
+        argv = ["partition", "--graph", str(p), "--parts", "2", "--method", "random",
+                "--features", "random:3", "--labels", "random:2", "--out", str(tmp_path / mode),
+                "--chunk-mb", "0.001", "--json"] + (["--in-memory"] if mode == "in-memory" else [])
+        with pytest.warns(Warning, match="weight 0"):
+            assert main(argv) == 0
+        outs[mode] = json.loads(capsys.readouterr().out)
+    assert outs["stream"]["streamed"] and "streamed" not in outs["in-memory"]
+    files = [json.loads((tmp_path / m / "manifest.json").read_text())["files"] for m in outs]
+    assert files[0] == files[1]
+    assert main(["partition", "--graph", str(p), "--parts", "2", "--num-nodes", "60",
+                 "--features", "random:3", "--labels", "random:2",
+                 "--out", str(tmp_path / "n")]) == 2
+    assert "--num-nodes applies to a bare edge list" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore:.*weight 0")
+def test_interrupted_matrix_market_write_resumes_with_its_values(tmp_path, monkeypatch):
+    from spgnn.partition.stream_shards import mtx_to_shards
+
+    p = _write_mtx(tmp_path / "g.mtx", "real", "symmetric")
+    kw = dict(features="random:2", labels="random:3", chunk_bytes=256, chunk_entries=64)
+    whole = mtx_to_shards(p, tmp_path / "whole", 4, "random", **kw)
+    real, calls = shard_io._write_part, []
+
+    def interrupted(path, arrays):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(path)
+        real(path, arrays)
+
+    monkeypatch.setattr(shard_io, "_write_part", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        mtx_to_shards(p, tmp_path / "d", 4, "random", **kw)
+    monkeypatch.setattr(shard_io, "_write_part", real)
+    kept = []
+    man = mtx_to_shards(p, tmp_path / "d", 4, "random", progress=lambda k, was: kept.append(was),
+                        **kw)
+    assert kept == [True, True, False, False]
+    assert man == whole                           # same bytes, degrees and smallest weight

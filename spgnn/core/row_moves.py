@@ -1,5 +1,11 @@
 """Move rows the ranks already hold to the rows another layout needs: :func:`move_rows`.
 
+Setup data movement beside :meth:`spgnn.core.dist_sparse.DistSparseMatrix.redistribute`:
+rows of a sparse matrix with their per-row fields, moved between the ranks
+through the communicator.  The rows are a
+:class:`~spgnn.io.shards.RowBlock` (duck-typed: core imports nothing from
+``spgnn.io``; the result is made by the block's own type).
+
 ``--algo auto`` on a generator spec or a shard directory ranks from 1D row
 blocks (each rank draws or reads rows ``off[r]:off[r+1]``).  When it chooses
 1.5D or 3D, each rank needs other rows (``row_span`` of the chosen
@@ -20,8 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-
-from ..io.shards import RowBlock
 
 __all__ = ["move_rows", "LABEL"]
 
@@ -92,7 +96,8 @@ def _records(rows, dtype):
 
 
 def move_rows(comm, block, lo, hi, *, adj_only=False):
-    """This rank's rows ``lo:hi``, sent by the ranks holding them: a RowBlock, or None. Collective.
+    """This rank's rows ``lo:hi``, sent by the ranks holding them: a block of ``block``'s type
+    (a RowBlock), or None. Collective (label ``gnn-setup:move-rows``).
 
     ``block``: the :class:`~spgnn.io.shards.RowBlock` this rank holds (rows
     ``block.lo:block.hi``; every rank passes one); the ranks' held ranges
@@ -192,4 +197,4 @@ def move_rows(comm, block, lo, hi, *, adj_only=False):
         both = np.concatenate([deg, got["deg"]])
         keys, first = np.unique(ids, return_index=True)
         vals, table = both[first], None
-    return RowBlock(lo, hi, adj, deg, new_x, *fields, list(block.files), keys, vals, table)
+    return type(block)(lo, hi, adj, deg, new_x, *fields, list(block.files), keys, vals, table)
