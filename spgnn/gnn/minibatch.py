@@ -384,16 +384,6 @@ class MinibatchGraph:
         """The training vertices (global ids, ascending; the same array each call). Local."""
         return self._train_ids
 
-    def release_sampling_graph(self):
-        """Forget the sampler's graph and return it (for a caller that keeps a view of it). Local.
-
-        :meth:`HaloGraph.build <spgnn.gnn.partitioned.HaloGraph.build>` keeps
-        only its rank's rows; this graph can then no longer be sampled
-        (``sampling_graph`` is None).
-        """
-        sgraph, self.sampling_graph = self.sampling_graph, None
-        return sgraph
-
 
 def compact_labels(values):
     """``values`` (integer labels) in the smallest signed integer dtype holding them. Pure."""
