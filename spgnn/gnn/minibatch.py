@@ -263,11 +263,9 @@ class MinibatchGraph:
         backend : backend of the distributed matrices
 
         Collective: yes -- :meth:`DistGraph.from_graph` (the whole graph,
-        mean aggregation, for evaluation and the features: each rank gets its
-        rows), one broadcast of the training vertices' ids and labels (and of
-        ``A`` in replicated mode, where every rank samples the whole graph),
-        the sampling graph's scatter (partitioned mode: each rank its block
-        rows).
+        mean aggregation, for evaluation and the features), a broadcast of
+        the ids and labels of the training vertices (and of ``A`` in
+        replicated mode), the sampling graph's scatter (partitioned mode).
         """
         if mode not in MODES:
             raise ValueError(f"MinibatchGraph: mode must be one of {MODES}, but got {mode!r}")
