@@ -14,7 +14,8 @@ import pytest
 
 from spgnn.cli import train as cli_train
 from spgnn.comm import run_loopback
-from spgnn.errors import GridError, ShardError
+from spgnn.errors import GridError, NonFiniteError, ShardError
+from spgnn.gnn.minibatch import MinibatchGraph
 from spgnn.gnn.partitioned import HaloGraph
 from spgnn.io import load_graph
 from spgnn.partition.to_shards import partition_to_shards
@@ -88,6 +89,98 @@ def test_k_a_multiple_of_p_coarsens_and_each_rank_holds_its_rows_only(shards):
         assert all(g["offsets"][r] <= v < g["offsets"][r + 1] for v in g["train"])
         assert g["degree_max"] == dmax              # the push's bias: the global maximum
     assert sum(len(g["train"]) for g in got) == man["counts"]["train"]
+
+
+def _share(comm, make):
+    """What rank ``comm.rank`` holds of a HaloGraph ``make(comm)`` builds (arrays). Collective."""
+    hg = make(comm)
+    mg, a = hg.mg, hg.view.a
+    ev = mg.full.A.local
+    return dict(offsets=np.asarray(hg.offsets), view_indptr=np.asarray(a.indptr),
+                view_indices=np.asarray(a.indices), features=np.asarray(hg.features.local),
+                labels=np.asarray(mg.labels.values), train=mg.train_ids(), orig=np.asarray(mg.orig),
+                degree=np.asarray(hg.degree.values), dmax=np.asarray(hg.degree.max(initial=1)),
+                eval_indptr=np.asarray(ev.indptr), eval_indices=np.asarray(ev.indices),
+                eval_data=np.asarray(ev.data), perm=hg.perm,
+                nodes=mg.full.node_block(mg.full.features.layout).packed())
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_build_sends_each_rank_the_rows_a_shard_read_gives_and_no_more(shards, ranks):
+    """In memory, rank 0 partitions and sends each rank its rows (no replicated graph): every
+    array a rank builds equals, bit for bit, what it builds from the rows it reads from shards
+    written with the same partition."""
+    graph = load_graph(GRAPH)
+    got = run_loopback(ranks, _share, lambda comm: HaloGraph.build(
+        graph if comm.rank == 0 else None, comm, method="random", seed=0), timeout=120)
+    want = run_loopback(ranks, _share, lambda comm: HaloGraph.from_shards(shards[ranks], comm),
+                        timeout=120)
+    for r in range(ranks):
+        g, w = got[r], want[r]
+        assert g.pop("perm") is None and w.pop("perm") is None
+        for key in w:
+            assert g[key].dtype == w[key].dtype and np.array_equal(g[key], w[key]), (r, key)
+        lo, hi = (int(v) for v in g["offsets"][r:r + 2])
+        # this rank's rows only: features, labels, degrees, node data; the view has no row
+        # outside lo:hi
+        assert g["features"].shape[0] == g["labels"].size == g["degree"].size == hi - lo > 0
+        assert g["nodes"].shape[0] == hi - lo
+        assert g["view_indptr"][lo] == 0 and g["view_indptr"][hi] == g["view_indptr"][-1]
+        assert np.all((g["train"] >= lo) & (g["train"] < hi))
+
+
+def _error_on_each_rank(comm, make):
+    try:
+        make(comm)
+    except Exception as exc:                # noqa: BLE001 - the test compares what each raised
+        return type(exc).__name__, str(exc)
+    return None
+
+
+@pytest.mark.parametrize("defect,error", [("nan", NonFiniteError), ("no-train", ValueError),
+                                          ("no-features", ValueError)])
+def test_bad_input_to_build_is_one_typed_error_on_every_rank(defect, error):
+    import dataclasses
+
+    graph = load_graph(GRAPH)
+    if defect == "nan":
+        x = graph.features.copy()
+        x[7, 3] = np.nan
+        graph = dataclasses.replace(graph, features=x)
+    else:
+        graph = dataclasses.replace(graph, **{"no-train": {"train_mask": None},
+                                              "no-features": {"features": None}}[defect])
+    got = run_loopback(2, _error_on_each_rank, lambda comm: HaloGraph.build(
+        graph if comm.rank == 0 else None, comm, method="random"), timeout=60)
+    # rank 0's error, agreed: the other rank raises the same type, naming rank 0
+    assert got[0] is not None and got[0][0] == got[1][0] == error.__name__, got
+    assert got[1][1] == f"rank 0: {got[0][1]}", got
+
+
+def _labels_held(comm, graph, mode):
+    mg = MinibatchGraph.from_graph(graph if comm.rank == 0 else None, comm, mode=mode,
+                                   replication=comm.size if mode == "partitioned" else 1)
+    ids = mg.train_ids()
+    other = np.setdiff1d(np.arange(mg.n), ids)[:1]
+    try:
+        mg.labels[other]
+        refused = False
+    except IndexError:
+        refused = True
+    return ids, mg.labels[ids], mg.labels.values.size, hasattr(mg, "val_mask"), refused
+
+
+@pytest.mark.parametrize("mode", ["partitioned", "replicated"])
+def test_minibatch_graph_holds_only_the_training_vertices_labels(mode):
+    """The schedule permutes every training id on every rank, and a rank may train any of
+    them: every rank holds those ids and labels, nothing else of the O(n) node data."""
+    graph = load_graph(GRAPH)
+    train = np.flatnonzero(graph.train_mask)
+    for ids, labels, held, masks, refused in run_loopback(2, _labels_held, graph, mode,
+                                                          timeout=60):
+        assert np.array_equal(ids, train) and labels.dtype == np.int64
+        assert np.array_equal(labels, graph.labels[train])
+        assert held == train.size < graph.num_nodes and not masks and refused
 
 
 def test_unsupported_combinations_are_refused_by_name(shards, tmp_path):

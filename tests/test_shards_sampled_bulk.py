@@ -67,7 +67,7 @@ def _held(comm, directory, c):
     return dict(block=[int(v) for v in sg.offsets[sg.i:sg.i + 2]],
                 a_rows=int(sg.local.shape[0]), feature_rows=int(mg.features.local.shape[0]),
                 feature_offsets=[int(v) for v in mg.features.offsets],
-                labels=int(mg.labels.size), train=int(mg.train_mask.sum()))
+                labels=int(mg.labels.values.size), train=int(mg.train_ids().size))
 
 
 def test_each_rank_holds_its_block_rows_of_a_and_its_feature_rows(shards):
@@ -80,8 +80,9 @@ def test_each_rank_holds_its_block_rows_of_a_and_its_feature_rows(shards):
             assert g["block"] == [blocks[i], blocks[i + 1]] and \
                 g["a_rows"] == blocks[i + 1] - blocks[i], (c, r)
             assert g["feature_offsets"] == list(off) and g["feature_rows"] == off[r + 1] - off[r]
-            # labels and masks replicated, as the in-memory mode replicates them
-            assert g["labels"] == man["n"] and g["train"] == man["counts"]["train"]
+            # only the training vertices' ids and labels on every rank (the schedule
+            # permutes all of them; no other label, no mask), as in memory
+            assert g["labels"] == g["train"] == man["counts"]["train"] < man["n"]
 
 
 def test_the_replicated_mode_and_an_unusable_k_are_refused_by_name(shards):

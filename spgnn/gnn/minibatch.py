@@ -75,7 +75,8 @@ from ..layout import Layout, block_bounds
 from ..sampling import LocalGraph, PartitionedGraph
 from .data import DistGraph, part_blocks, read_manifest_on_root, read_own_rows
 
-__all__ = ["FeatureStore", "MinibatchGraph", "bulk_positions", "step_schedule", "MODES"]
+__all__ = ["FeatureStore", "MinibatchGraph", "TrainingLabels", "bulk_positions",
+           "step_schedule", "MODES"]
 
 #: How the sampler sees the graph (``docs/sampling.md``, report §3).
 MODES = ("replicated", "partitioned")
@@ -209,24 +210,36 @@ class MinibatchGraph:
     replication : int, ``c`` of the partitioned grid
     sampling_graph : LocalGraph (replicated) or PartitionedGraph
     features : FeatureStore over ``full.features`` (rows ``block_offsets(n, P)``)
-    labels : int64 (n,), replicated (small next to the features)
-    train_mask, val_mask, test_mask : bool (n,), replicated
+    labels : :class:`TrainingLabels`, the labels of the training vertices,
+        on every rank (the only labels a minibatch's loss reads; evaluation
+        reads ``full``'s node data, each rank its rows)
     n : int
     num_features : int
     num_classes : int
     name : str
     backend : str or None, as ``full``'s
+
+    What every rank holds besides its share of ``full`` and of the sampler's
+    graph: the training vertices' ids and labels, O(n_train) -- the
+    epoch's minibatches are cut from one permutation of *all* training
+    vertices, identical on every rank, and each sampler call takes the whole
+    bulk (:func:`~spgnn.sampling.sample_partitioned`), so every rank needs
+    every training id; a rank may train any of them, so it keeps their
+    labels (a byte or two each) rather than fetching them every step (which
+    would add epoch bytes).  Neither the other vertices' labels nor the
+    validation and test masks are held: evaluation reads ``full``'s node data.
     """
 
-    def __init__(self, full, sampling_graph, labels, masks, *, mode, replication, name):
+    def __init__(self, full, sampling_graph, train_ids, train_labels, *, mode, replication,
+                 name):
         self.full = full
         self.comm, self.grid, self.backend = full.comm, full.grid, full.backend
         self.mode, self.replication = mode, int(replication)
         self.sampling_graph = sampling_graph
         self.features = FeatureStore(full.features)
-        self.labels = labels
-        self.train_mask, self.val_mask, self.test_mask = masks
-        self.n = int(labels.size)
+        self.n = int(full.num_nodes)
+        self._train_ids = np.asarray(train_ids, dtype=np.int64)
+        self.labels = TrainingLabels(self._train_ids, train_labels, self.n)
         self.num_features = full.num_features
         self.num_classes = full.num_classes
         self.name = name
@@ -250,9 +263,9 @@ class MinibatchGraph:
         backend : backend of the distributed matrices
 
         Collective: yes -- :meth:`DistGraph.from_graph` (the whole graph,
-        mean aggregation, for evaluation and the features), broadcasts of the
-        labels and masks (and ``A`` in replicated mode), the sampling graph's
-        scatter (partitioned mode).
+        mean aggregation, for evaluation and the features), a broadcast of
+        the ids and labels of the training vertices (and of ``A`` in
+        replicated mode), the sampling graph's scatter (partitioned mode).
         """
         if mode not in MODES:
             raise ValueError(f"MinibatchGraph: mode must be one of {MODES}, but got {mode!r}")
@@ -273,10 +286,9 @@ class MinibatchGraph:
                     raise ValueError("MinibatchGraph: the graph needs a split (train/test masks; "
                                      "Graph.random_split)")
                 a = neighbour_pattern(graph.adj)
-                n = a.shape[0]
-                masks = [np.zeros(n, bool) if m is None else np.asarray(m, bool)
-                         for m in (graph.train_mask, graph.val_mask, graph.test_mask)]
-                payload = dict(labels=graph.labels.astype(np.int64), masks=masks, name=graph.name)
+                train = np.flatnonzero(np.asarray(graph.train_mask, bool)).astype(np.int64)
+                payload = dict(train=train, labels=compact_labels(
+                    np.asarray(graph.labels)[train].astype(np.int64)), name=graph.name)
             except (ValueError, TypeError) as exc:
                 err = exc
         comm.agree(err)          # a bad graph raises on every rank, not only on root
@@ -294,7 +306,7 @@ class MinibatchGraph:
         else:
             sgraph = PartitionedGraph(PartitionedGraph.from_global(
                 a if have else None, grid_15d(c, comm), root=root).A, backend)
-        return cls(full, sgraph, payload["labels"], payload["masks"], mode=mode,
+        return cls(full, sgraph, payload["train"], payload["labels"], mode=mode,
                    replication=c, name=payload["name"])
 
     @classmethod
@@ -315,8 +327,9 @@ class MinibatchGraph:
           into ``P/c`` block rows on ``grid_15d(c)`` -- process row ``i`` is
           the rows of ranks ``i·c .. i·c+c-1`` -- with one redistribute; each
           rank holds ``1/(P/c)`` of ``A`` as :meth:`from_graph` does;
-        * labels and masks: replicated, as :meth:`from_graph` replicates them
-          (one all-gather of each rank's rows: O(n) small arrays per rank).
+        * the training vertices' ids and labels, on every rank as
+          :meth:`from_graph` holds them (two all-gathers of each rank's
+          training rows: O(n_train) per rank; no other label, no mask).
 
         No rank holds the whole graph or its features.  The sampled blocks do
         not depend on the row split (:mod:`spgnn.sampling`), so on shards
@@ -352,33 +365,68 @@ class MinibatchGraph:
             sgraph = PartitionedGraph(mine.redistribute(Layout("row", row_splits=offsets[::c])),
                                       backend)
             del mine
-        parts = comm.allgather_obj((block.label, block.train, block.val, block.test),
-                                   label="sage-setup")
-        labels = np.concatenate([np.asarray(p[0], dtype=np.int64) for p in parts])
-        masks = [np.concatenate([np.asarray(p[k], dtype=bool) for p in parts])
-                 for k in (1, 2, 3)]
-        del parts
+        mine = np.flatnonzero(np.asarray(block.train, dtype=bool))
+        train = comm.allgatherv(mine.astype(np.int64) + lo, label="sage-setup")
+        labels = compact_labels(comm.allgatherv(np.asarray(block.label, dtype=np.int64)[mine],
+                                                label="sage-setup"))
+        del mine
         full = DistGraph.from_shards(directory, comm, "1d-aware", adjacency="mean",
                                      normalize_features=normalize_features,
                                      sparse_features=False, dtype=dtype, backend=backend,
                                      block=[block], clock=clock)
         del block
-        return cls(full, sgraph, labels, masks, mode="partitioned", replication=c,
+        return cls(full, sgraph, train, labels, mode="partitioned", replication=c,
                    name=man.get("name") or str(directory))
 
     def train_ids(self):
-        """The training vertices (global ids, ascending). Local."""
-        return np.flatnonzero(self.train_mask).astype(np.int64)
+        """The training vertices (global ids, ascending; the same array each call). Local."""
+        return self._train_ids
 
-    def release_sampling_graph(self):
-        """Forget the sampler's graph and return it (for a caller that keeps a view of it). Local.
 
-        :meth:`HaloGraph.build <spgnn.gnn.partitioned.HaloGraph.build>` keeps
-        only its rank's rows; this graph can then no longer be sampled
-        (``sampling_graph`` is None).
-        """
-        sgraph, self.sampling_graph = self.sampling_graph, None
-        return sgraph
+def compact_labels(values):
+    """``values`` (integer labels) in the smallest signed integer dtype holding them. Pure."""
+    values = np.asarray(values, dtype=np.int64)
+    lo, hi = int(values.min(initial=0)), int(values.max(initial=0))
+    for dt in (np.int8, np.int16, np.int32):
+        if np.iinfo(dt).min <= lo and hi <= np.iinfo(dt).max:
+            return values.astype(dt)
+    return values
+
+
+class TrainingLabels:
+    """The labels of the training vertices of an ``n``-vertex graph, indexed by global id. Local.
+
+    ``labels[ids]`` (ids of training vertices) returns their labels as int64,
+    what indexing the whole label vector returned; any other id is an
+    IndexError naming it.  Holds the ascending training ids (shared with the
+    caller) and one small integer per training vertex (:func:`compact_labels`).
+    """
+
+    def __init__(self, train_ids, values, n):
+        self.ids = np.asarray(train_ids, dtype=np.int64)
+        self.values = np.asarray(values)
+        if self.values.shape != self.ids.shape:
+            raise ValueError(f"TrainingLabels: {self.values.size} labels for "
+                             f"{self.ids.size} training vertices")
+        self.n = int(n)
+        self.dtype = np.dtype(np.int64)
+
+    @property
+    def size(self):
+        return self.n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, ids):
+        ids = np.asarray(ids, dtype=np.int64)
+        pos = np.searchsorted(self.ids, ids)
+        pos = np.minimum(pos, max(self.ids.size - 1, 0))
+        if ids.size and (self.ids.size == 0 or not np.array_equal(self.ids[pos], ids)):
+            bad = ids[self.ids[pos] != ids][0] if self.ids.size else ids.flat[0]
+            raise IndexError(f"TrainingLabels: vertex {int(bad)} is not a training vertex "
+                             f"(only the training vertices' labels are held)")
+        return self.values[pos].astype(np.int64)
 
 
 def shard_pattern_rows(block):
