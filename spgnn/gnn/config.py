@@ -581,7 +581,7 @@ class TrainConfig:
                                       f"(choose --model-selection last)"))
         elif self.hec is not None:
             hg = HaloGraph.build(graph, comm, method=self.partition, seed=self.seed, dtype=dtype,
-                                 backend=self.backend)
+                                 backend=self.backend, clock=clock)
             mg = hg.mg
         else:
             c = self.replication if self.partition_mode == "partitioned" else 1
