@@ -131,3 +131,34 @@ def test_spmm_within_limit_keeps_the_ranking_and_drops_what_does_not_fit():
     kept = ms.spmm_within_limit(ranked, limit, a=a, feat=FEAT, baseline=0)
     assert [p for p, _ in kept] == [p for p, k in zip(ranked, peaks) if k <= limit]
     assert ms.spmm_within_limit(ranked, 0, a=a, feat=FEAT) == []
+
+
+def test_plan_op_spmm_prices_one_spmm_command_in_memory_and_from_shards(shards, capsys):
+    import json
+
+    from spgnn.__main__ import main
+    from spgnn.io import load_adjacency
+    from spgnn.plan.model import load_calibration
+
+    a, _ = load_adjacency(SPEC)
+    for graph, source in ((SPEC, "memory"), (str(shards), "shards")):
+        assert main(["plan", "--graph", graph, "--ranks", "2", "--time", "--memory", "--op",
+                     "spmm", "--feat", str(FEAT), "--partition", "none", "--alpha", "2e-6", "--beta",
+                     "1e-10", "--json"]) == 0
+        got = json.loads(capsys.readouterr().out)
+        assert got["time"]["op"] == "spmm"
+        ranking = got["timed"][0]["ranking"]
+        ranked = rank_spmm_configs(a, 2, FEAT, load_calibration(),
+                                   configs=None if source == "memory" else
+                                   [(r["algorithm"], r["replication"],
+                                     tuple(int(v) for v in r["grid"].split("x"))
+                                     if r["grid"] else None) for r in ranking])
+        assert [r["algorithm"] for r in ranking] == [p.algorithm for p in ranked]
+        assert [r["memory_peak_bytes"] for r in ranking] == [
+            ms.spmm_peak_bytes(a, p, FEAT, source=source) for p in ranked]
+    # the default stays the training model's (a GCN epoch)
+    assert main(["plan", "--graph", SPEC, "--ranks", "2", "--time", "--memory", "--feat",
+                 str(FEAT), "--partition", "none", "--alpha", "2e-6", "--beta", "1e-10",
+                 "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["time"]["op"] == "train"
