@@ -119,6 +119,8 @@ def test_memory_source_counts_rank_0s_whole_matrix_and_x_and_prices_the_scatter(
     assert peak_m > peak_s
     with pytest.raises(ValueError, match="source"):
         ms.spmm_counted_bytes(a, pred, FEAT, source="disk")
+    from spgnn.cli import spmm             # the draw's chunk is the command's
+    assert ms.X_CHUNK_ROWS == spmm.X_CHUNK_ROWS
 
 
 def test_spmm_within_limit_keeps_the_ranking_and_drops_what_does_not_fit():
