@@ -2,11 +2,13 @@
 predicted per-rank peak of one SpMM is priced from the shards' rows, and those over the limit
 are skipped, as the in-memory ``spmm --algo auto`` does.
 
-On loopback ranks: :func:`choose_spmm_from_rows` with ``memory_limit`` returns exactly
-``choose_spmm``'s top 3 (peaks and skipped labels included) on the whole matrix; on uneven row
-blocks (a shard directory's parts) each peak is the memory model's on those blocks; every
-configuration over the limit is one ValueError on every rank.  ``spmm.measure`` on shards
-equals the in-memory run on the same generated graph, explicit limit and the default one.
+On loopback ranks: :func:`choose_spmm_from_rows` with ``memory_limit`` ranks exactly as
+``choose_spmm`` on the whole matrix, each peak priced by the one-SpMM model
+(:mod:`spgnn.plan.memory_spmm`) from shards, ``choose_spmm``'s in memory (rank 0 holds the whole
+matrix and X: larger); on uneven row blocks (a shard directory's parts) each peak is the
+model's on those blocks; every configuration over the limit is one ValueError on every rank.
+``spmm.measure`` on shards ranks as the in-memory run on the same generated graph, explicit
+limit and the default one.
 Under ``mpiexec -n 2``, the default limit refusing everything is one line and no MPI_Abort.
 """
 
@@ -42,29 +44,50 @@ def _peaks(top):
     return [d["memory_peak_bytes"] for d in top]
 
 
+def _unpriced(top):
+    return [{k: v for k, v in d.items() if not k.startswith("memory_")} for d in top]
+
+
+def _spmm_peak(a, d, p, f, source, row_blocks=None):
+    """The one-SpMM model's peak of the ranked dict ``d`` (an explicit pricing of it)."""
+    from spgnn.plan.memory_spmm import spmm_peak_bytes
+    from spgnn.plan.model import DEFAULT_CALIBRATION, rank_spmm_configs
+
+    cf = (d["algorithm"], d["replication"],
+          tuple(int(v) for v in d["grid"].split("x")) if d["grid"] else None)
+    blocks = None if cf[0] == "3d" else p // cf[1]
+    off = None if blocks is None or row_blocks is None else row_blocks(blocks)
+    pred = rank_spmm_configs(a, p, f, DEFAULT_CALIBRATION, configs=[cf],
+                             offsets_for=lambda b: (a, off))[0]
+    return spmm_peak_bytes(a, pred, f, source=source, offsets=off)
+
+
 def test_memory_limit_from_rows_equals_choose_spmm_on_the_whole_matrix():
     a, n, p, f = _matrix(), 48, 2, 6
     off = np.linspace(0, n, p + 1).astype(int)
 
-    def fn(comm, limit):
+    def fn(comm, limit, whole=True):
         r = comm.rank
         mine = choose_spmm_from_rows(comm, a[off[r]:off[r + 1]], int(off[r]), n, f,
                                      memory_limit=limit)
-        return mine, choose_spmm(comm, a if r == 0 else None, f, memory_limit=limit)
+        return mine, (choose_spmm(comm, a if r == 0 else None, f, memory_limit=limit)
+                      if whole else None)
 
     free = run_loopback(p, lambda comm: fn(comm, 2 ** 62))
-    assert free[0][0] == free[0][1] and not free[0][0][3][0]["memory_skipped"]
+    mine, whole = free[0]
+    assert mine[:3] == whole[:3] and _unpriced(mine[3]) == _unpriced(whole[3])
+    assert not mine[3][0]["memory_skipped"]
+    for s, m in zip(mine[3], whole[3]):     # priced as one spmm command from shards / in memory
+        assert s["memory_peak_bytes"] == _spmm_peak(a, s, p, f, "shards")
+        assert m["memory_peak_bytes"] == _spmm_peak(a, m, p, f, "memory")
+        assert m["memory_peak_bytes"] > s["memory_peak_bytes"]   # rank 0 holds A and X
     # the smallest peak of the top 3: the configurations above it are skipped
-    limit = min(_peaks(free[0][0][3]))
-    for mine, whole in run_loopback(p, lambda comm: fn(comm, limit)):
-        assert mine == whole
+    limit = min(_peaks(mine[3]))
+    for mine, _ in run_loopback(p, lambda comm: fn(comm, limit, whole=False)):
         assert mine[3][0]["memory_skipped"] and max(_peaks(mine[3])) <= limit
 
 
 def test_memory_limit_prices_the_parts_row_blocks_and_none_fitting_is_agreed():
-    from spgnn.plan.memory import peak_bytes
-    from spgnn.plan.model import DEFAULT_CALIBRATION, rank_spmm_configs
-
     a, n, p, f = _matrix(), 48, 2, 6
     parts = [0, 7, 20, 31, 48]              # K = 4 uneven parts, coarsened to P / c blocks
 
@@ -84,14 +107,7 @@ def test_memory_limit_prices_the_parts_row_blocks_and_none_fitting_is_agreed():
 
     top = run_loopback(p, lambda comm: fn(comm, 2 ** 62))[0][3]
     for d in top:
-        cf = (d["algorithm"], d["replication"],
-              tuple(int(v) for v in d["grid"].split("x")) if d["grid"] else None)
-        blocks = p // cf[1] if cf[0] != "3d" else None
-        pred = rank_spmm_configs(a, p, f, DEFAULT_CALIBRATION, configs=[cf],
-                                 offsets_for=lambda b: (a, row_blocks(b)))[0]
-        want = peak_bytes(a, pred, [f, f], training=False,
-                          offsets=None if blocks is None else row_blocks(blocks))
-        assert d["memory_peak_bytes"] == want, d
+        assert d["memory_peak_bytes"] == _spmm_peak(a, d, p, f, "shards", row_blocks), d
     errs = run_loopback(p, lambda comm: fn(comm, 1000))
     assert all(isinstance(e, ValueError) for e in errs)
     # the same error on every rank (the others' say it was rank 0's)
@@ -115,9 +131,10 @@ def test_spmm_auto_on_shards_under_a_limit_equals_the_in_memory_run(shards, capf
     priced = run_loopback(2, lambda comm: spmm.measure(comm, _args(shards, memory_limit="8G")))
     limit = str(min(_peaks(priced[0]["auto"])))
     got = run_loopback(2, lambda comm: spmm.measure(comm, _args(shards, memory_limit=limit)))
-    want = run_loopback(2, lambda comm: spmm.measure(comm, _args(SPEC, memory_limit=limit)))
-    for g, w in zip(got, want):
-        assert g["check_passed"] and g["auto"] == w["auto"]
+    want = run_loopback(2, lambda comm: spmm.measure(comm, _args(SPEC, memory_limit="8G")))
+    for g, w in zip(got, want):      # the same ranking; in memory rank 0 holds A and X: more
+        assert g["check_passed"] and _unpriced(priced[0]["auto"]) == _unpriced(w["auto"])
+        assert all(m > s for m, s in zip(_peaks(w["auto"]), _peaks(priced[0]["auto"])))
         assert g["auto"][0]["memory_skipped"] and g["algorithm"] == g["auto"][0]["algorithm"]
     err = capfd.readouterr().err
     assert "(from the shards' rows)" in err and "skipped (predicted peak over --memory-limit)" in err

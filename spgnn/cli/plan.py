@@ -65,6 +65,11 @@ def add_parser(sub):
     p.add_argument("--memory", action="store_true",
                    help="with --time: each configuration's predicted per-rank peak bytes "
                         "(spgnn.plan.memory) beside its time")
+    p.add_argument("--op", default="train", choices=("train", "spmm"),
+                   help="with --time: what is ranked and priced: a GCN training epoch (train, "
+                        "the default) or one 'spgnn spmm' command of --feat columns (spmm: its "
+                        "one-multiply ranking and, with --memory, the peak of that command, "
+                        "spgnn.plan.memory_spmm; --partition as spmm's, which defaults to none)")
     p.add_argument("--top", type=int, default=5, help="with --time: configurations shown per P")
     p.add_argument("--permute", default="none", choices=PERMUTES,
                    help="with --time: price 3d with train's --permute double (the P_r, P_c "
@@ -269,6 +274,15 @@ def _priced(args, ranked, ahat, dims, offsets_for=None):
     row blocks it was ranked on (:func:`spgnn.plan.memory.within_limit`); ``--quantize``
     prices the 1d-aware candidates' codec buffers. Pure."""
     ranking = [r.to_dict() for r in ranked]
+    if getattr(args, "memory", False) and getattr(args, "op", "train") == "spmm":
+        from spgnn.plan.memory_spmm import spmm_within_limit
+
+        source = "shards" if _is_shards(args.graph) else "memory"
+        for d, (_, peak) in zip(ranking, spmm_within_limit(ranked, float("inf"), a=ahat,
+                                                           feat=args.feat, source=source,
+                                                           offsets_for=offsets_for)):
+            d["memory_peak_bytes"] = peak
+        return ranking
     if getattr(args, "memory", False):
         from spgnn.plan.memory import within_limit
 
@@ -294,7 +308,7 @@ def time_all(args, adj, ordered):
         raise ValueError(f"plan: --agg-blocks must be >= 1, but got {args.agg_blocks}")
     cal = apply_node_arguments(load_calibration(args.calibration), args, "plan")
     # the GCN multiplies by Â (symmetrised, self-loops), in the partition's order
-    ahat = aggregation_pattern(adj)
+    ahat = aggregation_pattern(adj) if args.op == "train" else adj    # spmm: A as loaded
 
     def offsets_for(blocks):
         perm, offsets, _ = ordered(blocks)
@@ -302,13 +316,21 @@ def time_all(args, adj, ordered):
 
     out = []
     for p in _parse_list(args.ranks, "ranks", int):
+        if args.op == "spmm":           # one multiply of --feat columns, as spgnn spmm ranks it
+            from spgnn.plan.model import rank_spmm_configs
+
+            ranked = rank_spmm_configs(ahat, p, args.feat, cal, offsets_for=offsets_for,
+                                       itemsize=args.itemsize)
+            out.append({"ranks": p, "ranking": _priced(args, ranked, ahat, dims, offsets_for)})
+            continue
         ranked = rank_configs(ahat, p, dims, cal, offsets_for=offsets_for, itemsize=args.itemsize,
                               agg_blocks=args.agg_blocks,
                               permutation_for=(lambda m: double_permutation(m, args.seed))
                               if args.permute == "double" else None)
         out.append({"ranks": p, "ranking": _priced(args, ranked, ahat, dims, offsets_for)})
     meta = {"dims": dims, "calibration": cal.meta.get("source", args.calibration or "file"),
-            "permute": args.permute, "agg_blocks": args.agg_blocks,
+            "permute": args.permute, "agg_blocks": args.agg_blocks, "op": args.op,
+            "feat": args.feat,
             "calibrated": {"compute": "compute" in cal.meta, "comm": "comm" in cal.meta},
             "ranks_per_node": cal.ranks_per_node,
             "comm_inter": None if cal.comm_inter is None else
@@ -319,13 +341,16 @@ def time_all(args, adj, ordered):
 def _time_table(meta, timed, top):
     nodes = (f"; {meta['ranks_per_node']} ranks per node, inter-node alpha-beta "
              f"{meta['comm_inter']['default']}" if meta.get("ranks_per_node") else "; one node")
-    lines = [f"predicted GCN epoch, widths {meta['dims']} (calibration: compute "
+    what = (f"one SpMM of {meta['feat']} columns" if meta.get("op") == "spmm" else
+            f"GCN epoch, widths {meta['dims']}")
+    lines = [f"predicted {what} (calibration: compute "
              f"{'measured' if meta['calibrated']['compute'] else 'defaults'}, communication "
              f"{'measured' if meta['calibrated']['comm'] else 'defaults'}{nodes}"
              + "".join(f"; 3d with --{k.replace('_', '-')} {meta[k]}"
                        for k, off in (("permute", "none"), ("agg_blocks", 1))
                        if meta.get(k, off) != off) + ")",
-             f"{'ranks':>6} {'rank':>4} {'configuration':<20} {'epoch s':>11} {'compute s':>11} "
+             f"{'ranks':>6} {'rank':>4} {'configuration':<20} "
+             f"{'spmm s' if meta.get('op') == 'spmm' else 'epoch s':>11} {'compute s':>11} "
              f"{'comm s':>11} {'max bytes/rank':>15}"
              + (f" {'peak bytes/rank':>16}" if timed and timed[0]["ranking"]
                 and "memory_peak_bytes" in timed[0]["ranking"][0] else "")]
@@ -471,8 +496,15 @@ def _shard_plans(args):
             configs = [c for c in candidate_configs(q)
                        if c[0] == "3d" or row_blocks(q // c[1]) is not None]
             offsets_for = (lambda b: (ahat, row_blocks(b)))
-            ranked = rank_configs(ahat, q, dims, cal, configs=configs, itemsize=args.itemsize,
-                                  offsets_for=offsets_for, agg_blocks=args.agg_blocks)
+            if args.op == "spmm":       # one multiply of A' as stored (no identity)
+                from spgnn.plan.model import rank_spmm_configs
+
+                ranked = rank_spmm_configs(ahat, q, args.feat, cal, configs=configs,
+                                           offsets_for=offsets_for, itemsize=args.itemsize)
+            else:
+                ranked = rank_configs(ahat, q, dims, cal, configs=configs,
+                                      itemsize=args.itemsize, offsets_for=offsets_for,
+                                      agg_blocks=args.agg_blocks)
             out.append({"ranks": q, "ranking": _priced(args, ranked, ahat, dims, offsets_for)})
         return out
 
@@ -483,7 +515,8 @@ def _shard_plans(args):
     if args.time:
         rec, needs = recorder(n)
         timed(rec)
-        ahat_counts = gather_counts(comm, adj, lo, n, needs, add_identity=True)
+        ahat_counts = gather_counts(comm, adj, lo, n, needs,
+                                    add_identity=args.op == "train")
     if r != 0:
         return None
     rows = []
@@ -502,6 +535,7 @@ def _shard_plans(args):
         meta["time"] = {"dims": dims, "calibration": cal.meta.get("source",
                                                                   args.calibration or "file"),
                         "permute": "none", "agg_blocks": args.agg_blocks,
+                        "op": args.op, "feat": args.feat,
                         "calibrated": {"compute": "compute" in cal.meta,
                                        "comm": "comm" in cal.meta},
                         "ranks_per_node": cal.ranks_per_node,

@@ -69,19 +69,30 @@ def _rank_on_root(graph, p, dims, partition, seed, grid, algorithms, permute="no
     return _fitting(ranked, memory_limit, a, dims, offsets_for=offsets_for, quantize=quantize)
 
 
-def _fitting(ranked, limit, a, dims, training=True, offsets_for=None, quantize="none"):
+def _fitting(ranked, limit, a, dims, training=True, offsets_for=None, quantize="none",
+             spmm_source=None):
     """The top 3 of ``ranked`` whose predicted per-rank peak fits ``limit`` (ValueError if none).
 
     ``offsets_for`` as :func:`~spgnn.plan.model.rank_configs` took it (each
-    configuration is priced on the row blocks it was ranked on)."""
+    configuration is priced on the row blocks it was ranked on).
+    ``spmm_source`` (``"memory"`` or ``"shards"``): the ranked configurations
+    are one ``spgnn spmm`` command's, priced by
+    :func:`spgnn.plan.memory_spmm.spmm_within_limit` (``dims[0]``: the
+    columns of X) instead of the training model."""
     from .memory import within_limit
 
-    fits = within_limit(ranked, limit, a=a, dims=dims, training=training,
-                        offsets_for=offsets_for, quantize=quantize)
+    def priced(lim):
+        if spmm_source is not None:
+            from .memory_spmm import spmm_within_limit
+
+            return spmm_within_limit(ranked, lim, a=a, feat=dims[0], source=spmm_source,
+                                     offsets_for=offsets_for)
+        return within_limit(ranked, lim, a=a, dims=dims, training=training,
+                            offsets_for=offsets_for, quantize=quantize)
+
+    fits = priced(limit)
     if not fits:
-        best = min(peak for _, peak in within_limit(ranked, float("inf"), a=a, dims=dims,
-                                                     training=training, offsets_for=offsets_for,
-                                                     quantize=quantize))
+        best = min(peak for _, peak in priced(float("inf")))
         raise ValueError(f"--algo auto: no configuration fits in --memory-limit {int(limit):,d} "
                          f"bytes per rank (the smallest predicted peak is {best:,d} bytes; "
                          f"--memory-limit none turns the check off)")
@@ -140,7 +151,9 @@ def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorit
     ``adj`` (rank 0 only) is the matrix as ``spgnn spmm`` multiplies it,
     partitioned like it (``partition`` of ``adj`` itself); the ranking is
     :func:`spgnn.plan.model.rank_spmm_configs`.  Returns what :func:`choose`
-    returns; ``memory_limit`` as there (one SpMM priced: ``training=False``).
+    returns; ``memory_limit`` as there, priced for one ``spmm`` command with the
+    matrix loaded on rank 0 (:func:`spgnn.plan.memory_spmm.spmm_peak_bytes`,
+    ``source="memory"``).
     """
     g = parse_grid(grid, comm.size, ndim=3, what="spmm: --grid") if grid else None
 
@@ -151,7 +164,7 @@ def choose_spmm(comm, adj, feat, *, partition="none", seed=0, grid=None, algorit
                                    offsets_for=offsets_for)
         if memory_limit is not None:    # priced on the blocks each was ranked on
             return _fitting(ranked, memory_limit, adj, [feat, feat], training=False,
-                            offsets_for=offsets_for)
+                            offsets_for=offsets_for, spmm_source="memory")
         return [r.to_dict() for r in ranked[:3]]
 
     return _agree(comm, compute)

@@ -468,9 +468,9 @@ def choose_spmm_from_rows(comm, rows, lo, n, feat, *, grid=None, algorithms=(), 
     ``auto:counts``) and ranked on rank 0: on the same matrix with even
     blocks, exactly ``choose_spmm``'s predictions (``partition="none"``).
     ``memory_limit`` (bytes per rank, ``spmm --memory-limit``): keep the
-    configurations whose predicted per-rank peak of one SpMM
-    (:func:`spgnn.plan.memory.within_limit`, ``training=False``: the blocks
-    of the matrix, X, Y and the largest exchange's buffers) fits, each priced
+    configurations whose predicted per-rank peak of one ``spmm`` command from
+    shards (:func:`spgnn.plan.memory_spmm.spmm_peak_bytes`: the blocks of the
+    matrix, X, Y, the largest exchange's buffers, the read's transient) fits, each priced
     on the row blocks it was ranked on, from the same gathered counts (the
     memory model's counts are recorded with the ranking's, one gather);
     the top dicts then carry ``memory_peak_bytes`` and ``memory_skipped``,
@@ -500,10 +500,10 @@ def choose_spmm_from_rows(comm, rows, lo, n, feat, *, grid=None, algorithms=(), 
         ranked = rank_spmm_configs(rec, p, feat, DEFAULT_CALIBRATION, configs=configs,
                                    offsets_for=_offsets_for(rec, row_blocks))
         if memory_limit is not None:         # and what the memory model reads of them
-            from .memory import within_limit
+            from .memory_spmm import spmm_within_limit
 
-            within_limit(ranked, float("inf"), a=rec, dims=[feat, feat], training=False,
-                         offsets_for=_offsets_for(rec, row_blocks))
+            spmm_within_limit(ranked, float("inf"), a=rec, feat=feat, source="shards",
+                              offsets_for=_offsets_for(rec, row_blocks))
         counts = gather_counts(comm, rows, lo, n, needs)
 
     def compute():
@@ -512,7 +512,7 @@ def choose_spmm_from_rows(comm, rows, lo, n, feat, *, grid=None, algorithms=(), 
                                    offsets_for=offsets_for)
         if memory_limit is not None:         # one SpMM priced on the blocks it was ranked on
             return _fitting(ranked, memory_limit, counts, [feat, feat], training=False,
-                            offsets_for=offsets_for)
+                            offsets_for=offsets_for, spmm_source="shards")
         return [r.to_dict() for r in ranked[:3]]
 
     return _agree(comm, compute)
