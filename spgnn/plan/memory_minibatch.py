@@ -19,7 +19,7 @@ pattern on every rank).  The predicted per-rank peak is
   the rank's own rows, and in memory on rank 0 (it loads, partitions and
   renumbers the whole graph and sends each rank its rows)
   :data:`SETUP_HALO_ROOT_BYTES_PER_NNZ` per entry and
-  :data:`SETUP_ROOT_BYTES_PER_FEATURE` per feature value of the whole graph;
+  :data:`SETUP_HALO_ROOT_BYTES_PER_FEATURE` per feature value of the whole graph;
   replicated, ``SETUP_BYTES_PER_NNZ["1d"]`` per entry of the whole pattern
   on every rank (``MinibatchGraph.from_graph`` broadcasts it) and on rank 0
   :data:`SETUP_BYTES_PER_ROOT_NNZ` per entry and the feature term;
@@ -64,25 +64,34 @@ __all__ = ["HaloCounts", "halo_counts", "gather_halo_counts", "rank_summary",
            "halo_held_bytes", "iteration_bytes", "evaluation_bytes", "hec_ring_rows",
            "sage_peak_bytes", "setup_bytes", "label_itemsize", "hec_resident_bytes",
            "SETUP_BYTES_PER_ROOT_NNZ", "SETUP_HALO_ROOT_BYTES_PER_NNZ",
+           "SETUP_HALO_ROOT_BYTES_PER_FEATURE",
            "SETUP_SHARD_BYTES_PER_NNZ", "SETUP_ROOT_BYTES_PER_FEATURE", "HEC_DEFAULT_CAPACITY"]
 
 _F32, _I32, _I64 = 4, 4, 8
 
-#: Rank 0's extra setup transient in memory, per stored entry of the whole
-#: neighbour pattern: it loads, partitions, permutes and normalises the whole
-#: graph (fitted with the rest of the setup, docs/scale.md "Minibatch and HEC").
+#: Rank 0's extra setup transient of replicated sampling in memory, per stored entry of
+#: the whole neighbour pattern: it loads and normalises the whole graph (the full-graph
+#: fit's price, docs/scale.md "Minibatch and HEC").
 SETUP_BYTES_PER_ROOT_NNZ = 53.0
 
 #: Rank 0's extra setup transient of partitioned training in memory (``HaloGraph.build``),
 #: per stored entry of the whole neighbour pattern: it loads, partitions and renumbers the
 #: whole graph and cuts its rows for the other ranks, before it builds its own share as
 #: every rank does (:data:`SETUP_SHARD_BYTES_PER_NNZ`); fitted on rank 0 of
-#: plsbm:200000:47:60:100 in memory at 4 ranks (docs/scale.md "Minibatch and HEC").
-SETUP_HALO_ROOT_BYTES_PER_NNZ = 53.0
+#: plsbm:200000:47:60:100 in memory at 4 ranks with :data:`SETUP_HALO_ROOT_BYTES_PER_FEATURE`
+#: fixed (docs/scale.md "Minibatch and HEC").
+SETUP_HALO_ROOT_BYTES_PER_NNZ = 26.0
 
-#: Rank 0's extra setup transient in memory per feature value of the whole graph (it
-#: loads the features, replaces or normalises them and permutes them: about 3.6 float64
-#: copies at once), fitted on plsbm:200000:47:60:100 in memory at 4 ranks (docs/scale.md).
+#: Rank 0's extra setup transient of partitioned training in memory per feature value of
+#: the whole graph: two float64 copies (the loaded features and the renumbered ones the
+#: rows are cut from).  Not fitted: on plsbm the features and the entries grow together,
+#: so the fit cannot tell the two terms apart.
+SETUP_HALO_ROOT_BYTES_PER_FEATURE = 16.0
+
+#: Rank 0's extra setup transient of replicated sampling in memory per feature value of
+#: the whole graph (it loads the features, replaces or normalises them: about 3.6 float64
+#: copies at once), fitted on plsbm:200000:47:60:100 in memory at 4 ranks when the
+#: partitioned path broadcast the whole pattern too (docs/scale.md).
 SETUP_ROOT_BYTES_PER_FEATURE = 28.5
 
 #: Setup transient per stored entry of a rank's own rows when ``HaloGraph.from_shards``
@@ -480,23 +489,25 @@ def setup_bytes(counts, hec):
     entry of them over :data:`~spgnn.plan.memory.SETUP_FIXED_BYTES`; in
     memory rank 0 first loads, partitions and renumbers the whole graph and
     cuts it into rows (:data:`SETUP_HALO_ROOT_BYTES_PER_NNZ` per entry,
-    :data:`SETUP_ROOT_BYTES_PER_FEATURE` per feature value of the whole
+    :data:`SETUP_HALO_ROOT_BYTES_PER_FEATURE` per feature value of the whole
     graph, on top).  Replicated (``hec`` None, in memory): the whole pattern
     is broadcast, ``SETUP_BYTES_PER_NNZ["1d"]`` per entry of it on every
     rank, and rank 0 loads and normalises the whole graph
     (:data:`SETUP_BYTES_PER_ROOT_NNZ`, :data:`SETUP_ROOT_BYTES_PER_FEATURE`).
     """
     c = counts
-    root = SETUP_ROOT_BYTES_PER_FEATURE * c.n * c.features
+    values = float(c.n) * c.features
     if hec is None:
         setup = SETUP_FIXED_BYTES + SETUP_BYTES_PER_NNZ["1d"] * np.full(c.ranks,
                                                                         float(c.total_nnz))
         if not c.sharded:
-            setup[0] += SETUP_BYTES_PER_ROOT_NNZ * c.total_nnz + root
+            setup[0] += (SETUP_BYTES_PER_ROOT_NNZ * c.total_nnz
+                         + SETUP_ROOT_BYTES_PER_FEATURE * values)
         return setup
     setup = SETUP_FIXED_BYTES + SETUP_SHARD_BYTES_PER_NNZ * c.view_nnz.astype(np.float64)
     if not c.sharded:
-        setup[0] += SETUP_HALO_ROOT_BYTES_PER_NNZ * c.total_nnz + root
+        setup[0] += (SETUP_HALO_ROOT_BYTES_PER_NNZ * c.total_nnz
+                     + SETUP_HALO_ROOT_BYTES_PER_FEATURE * values)
     return setup
 
 

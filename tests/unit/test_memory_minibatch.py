@@ -94,6 +94,7 @@ def test_the_peak_adds_the_caches_resident_pages_and_grows_with_the_batch():
 def test_setup_is_the_own_rows_term_and_rank_0_loads_the_whole_graph_in_memory():
     from spgnn.plan.memory import SETUP_BYTES_PER_NNZ, SETUP_FIXED_BYTES
     from spgnn.plan.memory_minibatch import (SETUP_BYTES_PER_ROOT_NNZ,
+                                             SETUP_HALO_ROOT_BYTES_PER_FEATURE,
                                              SETUP_HALO_ROOT_BYTES_PER_NNZ,
                                              SETUP_ROOT_BYTES_PER_FEATURE,
                                              SETUP_SHARD_BYTES_PER_NNZ)
@@ -101,15 +102,14 @@ def test_setup_is_the_own_rows_term_and_rank_0_loads_the_whole_graph_in_memory()
     a, mem = _counts()
     _, shards = _counts(sharded=True)
     own = SETUP_FIXED_BYTES + SETUP_SHARD_BYTES_PER_NNZ * np.array([a[:15].nnz, a[15:].nnz])
-    root = SETUP_ROOT_BYTES_PER_FEATURE * 40 * 6
     # partitioned: every rank builds from its rows; in memory rank 0 also loads the graph
     assert np.allclose(setup_bytes(shards, "off"), own)
-    assert np.allclose(setup_bytes(mem, "on"),
-                       own + [SETUP_HALO_ROOT_BYTES_PER_NNZ * a.nnz + root, 0])
+    assert np.allclose(setup_bytes(mem, "on"), own + [SETUP_HALO_ROOT_BYTES_PER_NNZ * a.nnz
+                                                      + SETUP_HALO_ROOT_BYTES_PER_FEATURE * 240, 0])
     # replicated: the whole pattern is broadcast to every rank
     whole = SETUP_FIXED_BYTES + SETUP_BYTES_PER_NNZ["1d"] * a.nnz
-    assert np.allclose(setup_bytes(mem, None),
-                       [whole + SETUP_BYTES_PER_ROOT_NNZ * a.nnz + root, whole])
+    root = SETUP_BYTES_PER_ROOT_NNZ * a.nnz + SETUP_ROOT_BYTES_PER_FEATURE * 240
+    assert np.allclose(setup_bytes(mem, None), [whole + root, whole])
 
 
 def test_training_labels_take_the_smallest_integer_of_the_classes():
