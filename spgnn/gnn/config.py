@@ -879,7 +879,7 @@ class TrainConfig:
         mine = np.count_nonzero((ids >= off[r]) & (ids < off[r + 1]))
         counts = gather_halo_counts(comm, mg.n, off, a.indices, a.nnz, mine, mg.full.offsets,
                                     ev.indices, ev.nnz, mg.num_features, mg.num_classes,
-                                    sharded=halo and graph.perm is None)
+                                    sharded=self.sharded)
         pred = self.sage_peak(counts)
         limit = self._memory_limit_bytes(comm)
         err = None

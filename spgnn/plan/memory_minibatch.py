@@ -12,21 +12,25 @@ pattern on every rank).  The predicted per-rank peak is
     baseline + max(setup transient, held + max(one iteration, evaluation)) + HEC resident
 
 * ``baseline``: :func:`spgnn.plan.memory.baseline_bytes` (measured);
-* setup transient: **fitted**, as the full-graph model's:
-  :data:`~spgnn.plan.memory.SETUP_FIXED_BYTES` plus, in memory,
-  ``SETUP_BYTES_PER_NNZ["1d"]`` per stored entry of the whole neighbour
-  pattern on every rank (``MinibatchGraph.from_graph`` broadcasts it) and
-  on rank 0 in memory :data:`SETUP_BYTES_PER_ROOT_NNZ` per entry and
-  :data:`SETUP_ROOT_BYTES_PER_FEATURE` per feature value of the whole graph
-  (it loads, partitions, permutes and normalises it); from shards
-  :data:`SETUP_SHARD_BYTES_PER_NNZ` per entry of the rank's own rows instead;
+* setup transient (:func:`setup_bytes`): **fitted**, as the full-graph
+  model's: :data:`~spgnn.plan.memory.SETUP_FIXED_BYTES` plus, partitioned
+  (in memory or from shards: every rank builds its share from its own rows,
+  ``HaloGraph.from_rows``), :data:`SETUP_SHARD_BYTES_PER_NNZ` per entry of
+  the rank's own rows, and in memory on rank 0 (it loads, partitions and
+  renumbers the whole graph and sends each rank its rows)
+  :data:`SETUP_HALO_ROOT_BYTES_PER_NNZ` per entry and
+  :data:`SETUP_HALO_ROOT_BYTES_PER_FEATURE` per feature value of the whole graph;
+  replicated, ``SETUP_BYTES_PER_NNZ["1d"]`` per entry of the whole pattern
+  on every rank (``MinibatchGraph.from_graph`` broadcasts it) and on rank 0
+  :data:`SETUP_BYTES_PER_ROOT_NNZ` per entry and the feature term;
 * held (:func:`halo_held_bytes`): **counted exactly**, the arrays a built
   trainer keeps between iterations (tested equal to them and to
   tracemalloc, ``tests/test_memory_minibatch_tracemalloc.py``): the
   sampler's view of the rank's rows, the evaluation graph (a ``1d-aware``
-  mean-aggregation DistGraph: its block, exchange plan, features and node
-  data), the partition's feature copy, labels, masks, ids and degrees (O(n)
-  in memory, the rank's rows from shards), parameters with gradients and
+  mean-aggregation DistGraph in the partition's row split: its block,
+  exchange plan, features and node data), the rank's rows' labels, ids and
+  degrees and its training ids (in memory as from shards: rank 0 sends each
+  rank its rows), parameters with gradients and
   Adam's two moments, and with ``--hec on`` the caches
   (:func:`~spgnn.plan.memory.hec_cache_bytes`, with the ring
   :class:`~spgnn.gnn.hec.HECRunner` really allocates) and their halo tables;
@@ -58,19 +62,36 @@ from .memory import SETUP_BYTES_PER_NNZ, SETUP_FIXED_BYTES, baseline_bytes, hec_
 __all__ = ["HaloCounts", "halo_counts", "gather_halo_counts", "rank_summary",
            "counts_from_summaries", "sage_dims", "frontier_bound",
            "halo_held_bytes", "iteration_bytes", "evaluation_bytes", "hec_ring_rows",
-           "sage_peak_bytes", "hec_resident_bytes", "SETUP_BYTES_PER_ROOT_NNZ",
+           "sage_peak_bytes", "setup_bytes", "label_itemsize", "hec_resident_bytes",
+           "SETUP_BYTES_PER_ROOT_NNZ", "SETUP_HALO_ROOT_BYTES_PER_NNZ",
+           "SETUP_HALO_ROOT_BYTES_PER_FEATURE",
            "SETUP_SHARD_BYTES_PER_NNZ", "SETUP_ROOT_BYTES_PER_FEATURE", "HEC_DEFAULT_CAPACITY"]
 
 _F32, _I32, _I64 = 4, 4, 8
 
-#: Rank 0's extra setup transient in memory, per stored entry of the whole
-#: neighbour pattern: it loads, partitions, permutes and normalises the whole
-#: graph (fitted with the rest of the setup, docs/scale.md "Minibatch and HEC").
+#: Rank 0's extra setup transient of replicated sampling in memory, per stored entry of
+#: the whole neighbour pattern: it loads and normalises the whole graph (the full-graph
+#: fit's price, docs/scale.md "Minibatch and HEC").
 SETUP_BYTES_PER_ROOT_NNZ = 53.0
 
-#: Rank 0's extra setup transient in memory per feature value of the whole graph (it
-#: loads the features, replaces or normalises them and permutes them: about 3.6 float64
-#: copies at once), fitted on plsbm:200000:47:60:100 in memory at 4 ranks (docs/scale.md).
+#: Rank 0's extra setup transient of partitioned training in memory (``HaloGraph.build``),
+#: per stored entry of the whole neighbour pattern: it loads, partitions and renumbers the
+#: whole graph and cuts its rows for the other ranks, before it builds its own share as
+#: every rank does (:data:`SETUP_SHARD_BYTES_PER_NNZ`); fitted on rank 0 of
+#: plsbm:200000:47:60:100 in memory at 4 ranks with :data:`SETUP_HALO_ROOT_BYTES_PER_FEATURE`
+#: fixed (docs/scale.md "Minibatch and HEC").
+SETUP_HALO_ROOT_BYTES_PER_NNZ = 26.0
+
+#: Rank 0's extra setup transient of partitioned training in memory per feature value of
+#: the whole graph: two float64 copies (the loaded features and the renumbered ones the
+#: rows are cut from).  Not fitted: on plsbm the features and the entries grow together,
+#: so the fit cannot tell the two terms apart.
+SETUP_HALO_ROOT_BYTES_PER_FEATURE = 16.0
+
+#: Rank 0's extra setup transient of replicated sampling in memory per feature value of
+#: the whole graph (it loads the features, replaces or normalises them: about 3.6 float64
+#: copies at once), fitted on plsbm:200000:47:60:100 in memory at 4 ranks when the
+#: partitioned path broadcast the whole pattern too (docs/scale.md).
 SETUP_ROOT_BYTES_PER_FEATURE = 28.5
 
 #: Setup transient per stored entry of a rank's own rows when ``HaloGraph.from_shards``
@@ -100,13 +121,13 @@ class HaloCounts:
     train : int64 (P,)
         The rank's training vertices.
     eval_offsets : int64 (P + 1,)
-        The evaluation graph's row blocks (in memory ``block_offsets(n, P)``, from
-        shards the partition's).
+        The evaluation graph's row blocks (partitioned: the partition's;
+        replicated: ``block_offsets(n, P)``, which are then ``offsets`` too).
     eval_nnz, eval_sent, eval_recv : int64 (P,)
         Entries of the rank's evaluation rows, and the rows its ``1d-aware`` exchange
         sends and receives.
     sharded : bool
-        Read from shards (each rank holds only its rows' labels, ids and degrees).
+        Read from shards (no rank loads the whole graph: the setup term).
     total_nnz : int
         Entries of the whole pattern.
     """
@@ -163,15 +184,15 @@ def halo_counts(pattern, offsets, train_mask, features, classes, *, sharded=Fals
     ``pattern``: the ``n x n`` CSR the sampler and the evaluation graph use
     (GraphSAGE's neighbour pattern of the renumbered graph); ``offsets``:
     the partition's ``P + 1`` id boundaries; ``train_mask``: bool (n,);
-    ``eval_offsets``: the evaluation graph's row blocks (default: even
-    blocks in memory, ``offsets`` from shards).
+    ``eval_offsets``: the evaluation graph's row blocks (default ``offsets``:
+    the partitioned trainer's evaluation graph is in the partition's row
+    split, in memory and from shards; the replicated one's callers pass even
+    blocks as ``offsets``); ``sharded``: read from shards (the setup term).
     """
-    from ..layout import block_offsets
-
     off = np.asarray(offsets, dtype=np.int64)
-    p, n = len(off) - 1, int(pattern.shape[0])
+    n = int(pattern.shape[0])
     if eval_offsets is None:
-        eval_offsets = off if sharded else np.asarray(block_offsets(n, p), dtype=np.int64)
+        eval_offsets = off
     view_nnz, _, halos = _exchange_rows(pattern, off)
     cum = np.concatenate([[0], np.cumsum(np.asarray(train_mask, dtype=np.int64))])
     train = cum[off[1:]] - cum[off[:-1]]
@@ -296,16 +317,17 @@ def halo_held_bytes(counts, dims, *, hec="off", batch_size=512, hec_capacity=Non
     * ``eval_graph``: the evaluation graph's ``1d-aware`` block (int32
       indices, values, int32 indptr), its exchange plan (int32 compacted
       columns, int64 ``send_rows``, two int64 counts per rank);
-    * ``data``: the evaluation features and packed node table (one 64-byte
-      aligned allocation each in memory), the unpacked node data (19 bytes
-      a row); in memory the partition's feature copy, the replicated labels,
-      masks, permutation, degrees and training ids; from shards the rank's
-      labels, ids and degrees; the rank's training ids;
+    * ``data``: the evaluation features and packed node table, the
+      unpacked node data (19 bytes a row), the rank's labels, original ids
+      and degrees (int64), its training ids twice (the owned graph's and the
+      source's); the same in memory and from shards (``HaloGraph.from_rows``
+      builds both);
     * ``parameters``: every layer's ``w_self``, ``w_neigh`` and bias, with
       gradients and Adam's two moments;
     * ``hec=None`` (``--model sage`` without ``--hec``, replicated sampling):
       ``view`` is the whole pattern on every rank, ``data`` the evaluation
-      graph's and the replicated labels, masks and training ids
+      graph's (64-byte aligned features and node table) and every training
+      vertex's id (int64) and label (:func:`label_itemsize`)
       (``counts`` on the evaluation graph's even row blocks);
     * ``hec`` (``hec="on"``): :func:`~spgnn.plan.memory.hec_cache_bytes` of
       the rings (:func:`hec_ring_rows`), the halo tables (``halo_on``: bool
@@ -321,17 +343,12 @@ def halo_held_bytes(counts, dims, *, hec="off", batch_size=512, hec_capacity=Non
     view = (n + 1) * _I64 + c.view_nnz * (_I64 + 8)
     eval_graph = (c.eval_nnz * (_I32 + s) + (erows + 1) * _I32 + c.eval_nnz * _I32
                   + c.eval_sent * _I64 + 2 * p * _I64)
-    aligned = 0 if c.sharded else 64
-    data = (erows * dims[0] * s + aligned + erows * 5 * _I64 + aligned
-            + erows * (2 * _I64 + 3) + 3 * (p + 1) * _I64)
-    n_train = int(np.sum(c.train))
-    if c.sharded:
-        # labels, original ids and degrees of my rows; my training ids (the owned graph's)
-        data = data + rows * 3 * _I64 + c.train * _I64
-    else:
-        # the partition's feature copy; labels, perm, degrees (int64) and masks over all n;
-        # every training id (the source's) and mine
-        data = data + rows * dims[0] * s + n * (3 * _I64 + 3) + n_train * _I64
+    # the evaluation features and node data (placed from the rank's rows), the unpacked
+    # node data; the rank's labels, original ids and degrees (OwnedRows); its training ids
+    # (the owned graph's and the source's local_train): in memory rank 0 sends each rank
+    # its rows (HaloGraph.from_rows, as from shards), so both hold the same
+    data = (erows * dims[0] * s + erows * 5 * _I64 + erows * (2 * _I64 + 3)
+            + 3 * (p + 1) * _I64 + rows * 3 * _I64 + c.train * _I64)
     data = data + c.train * _I64                    # the source's local_train
     parameters = np.full(p, 4 * _weights(dims) * s, dtype=np.int64)
     out = {"view": view, "eval_graph": eval_graph, "data": data, "parameters": parameters,
@@ -354,18 +371,28 @@ def _weights(dims):
     return sum(2 * dims[i] * dims[i + 1] + dims[i + 1] for i in range(len(dims) - 1))
 
 
+def label_itemsize(classes):
+    """Bytes per label of :class:`~spgnn.gnn.minibatch.TrainingLabels` (``compact_labels``: the
+    smallest signed integer dtype holding ``0 .. classes - 1``). Pure."""
+    top = max(int(classes) - 1, 0)
+    for size, bound in ((1, 2 ** 7), (2, 2 ** 15), (4, 2 ** 31)):
+        if top < bound:
+            return size
+    return _I64
+
+
 def _replicated_held_bytes(c, dims, s):
     """:func:`halo_held_bytes` of ``--model sage`` without ``--hec`` (``--partition-mode
     replicated``, :class:`~spgnn.gnn.sources.Sampled`): the whole neighbour pattern on
     every rank as the sampler's graph, the evaluation graph on even row blocks with its
-    features and node data, the replicated labels, masks and training ids. Pure."""
+    features and node data, and every training vertex's id and label (``TrainingLabels``). Pure."""
     p, n = c.ranks, int(c.n)
     erows = c.eval_rows
     view = np.full(p, (n + 1) * _I64 + int(c.total_nnz) * (_I64 + 8), dtype=np.int64)
     eval_graph = (c.eval_nnz * (_I32 + s) + (erows + 1) * _I32 + c.eval_nnz * _I32
                   + c.eval_sent * _I64 + 2 * p * _I64)
     data = (erows * dims[0] * s + 64 + erows * 5 * _I64 + 64 + erows * (2 * _I64 + 3)
-            + (p + 1) * _I64 + n * (_I64 + 3) + int(np.sum(c.train)) * _I64)
+            + (p + 1) * _I64 + int(np.sum(c.train)) * (_I64 + label_itemsize(c.classes)))
     parameters = np.full(p, 4 * _weights(dims) * s, dtype=np.int64)
     return {"view": view, "eval_graph": eval_graph, "data": data, "parameters": parameters,
             "hec": np.zeros(p, dtype=np.int64)}
@@ -454,6 +481,36 @@ def hec_resident_bytes(counts, dims, *, hec_capacity=None, hec_levels=None, batc
     return out
 
 
+def setup_bytes(counts, hec):
+    """Per rank, the **fitted** setup transient (float64 array). Pure.
+
+    Partitioned (``hec`` not None): every rank builds its share from its own
+    rows (``HaloGraph.from_rows``), :data:`SETUP_SHARD_BYTES_PER_NNZ` per
+    entry of them over :data:`~spgnn.plan.memory.SETUP_FIXED_BYTES`; in
+    memory rank 0 first loads, partitions and renumbers the whole graph and
+    cuts it into rows (:data:`SETUP_HALO_ROOT_BYTES_PER_NNZ` per entry,
+    :data:`SETUP_HALO_ROOT_BYTES_PER_FEATURE` per feature value of the whole
+    graph, on top).  Replicated (``hec`` None, in memory): the whole pattern
+    is broadcast, ``SETUP_BYTES_PER_NNZ["1d"]`` per entry of it on every
+    rank, and rank 0 loads and normalises the whole graph
+    (:data:`SETUP_BYTES_PER_ROOT_NNZ`, :data:`SETUP_ROOT_BYTES_PER_FEATURE`).
+    """
+    c = counts
+    values = float(c.n) * c.features
+    if hec is None:
+        setup = SETUP_FIXED_BYTES + SETUP_BYTES_PER_NNZ["1d"] * np.full(c.ranks,
+                                                                        float(c.total_nnz))
+        if not c.sharded:
+            setup[0] += (SETUP_BYTES_PER_ROOT_NNZ * c.total_nnz
+                         + SETUP_ROOT_BYTES_PER_FEATURE * values)
+        return setup
+    setup = SETUP_FIXED_BYTES + SETUP_SHARD_BYTES_PER_NNZ * c.view_nnz.astype(np.float64)
+    if not c.sharded:
+        setup[0] += (SETUP_HALO_ROOT_BYTES_PER_NNZ * c.total_nnz
+                     + SETUP_HALO_ROOT_BYTES_PER_FEATURE * values)
+    return setup
+
+
 def sage_peak_bytes(counts, dims, fanout, batch_size, *, hec="off", hec_capacity=None,
                     hec_levels=None, hec_delay=1, hec_reset="epoch", planned=True, bulk=16,
                     baseline=None, itemsize=_F32):
@@ -487,13 +544,7 @@ def sage_peak_bytes(counts, dims, fanout, batch_size, *, hec="off", hec_capacity
     it = iteration_bytes(c, dims, fanout, batch_size, hec=hec, planned=planned, bulk=bulk,
                          itemsize=itemsize)
     ev = evaluation_bytes(c, dims, itemsize)
-    per_nnz = SETUP_BYTES_PER_NNZ["1d"]
-    if c.sharded:
-        setup = SETUP_FIXED_BYTES + SETUP_SHARD_BYTES_PER_NNZ * c.view_nnz.astype(np.float64)
-    else:
-        setup = SETUP_FIXED_BYTES + per_nnz * np.full(c.ranks, float(c.total_nnz))
-        setup[0] += (SETUP_BYTES_PER_ROOT_NNZ * c.total_nnz
-                     + SETUP_ROOT_BYTES_PER_FEATURE * c.n * c.features)
+    setup = setup_bytes(c, hec)
     base = baseline_bytes(baseline)
     per_rank = base + np.maximum(setup, total_held + np.maximum(it, ev)) + hec_rss
     return {"peak": int(per_rank.max()), "per_rank": [int(v) for v in per_rank],

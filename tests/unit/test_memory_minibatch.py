@@ -6,8 +6,8 @@ import scipy.sparse as sp
 
 from spgnn.plan.memory import hec_cache_bytes
 from spgnn.plan.memory_minibatch import (frontier_bound, halo_counts, halo_held_bytes,
-                                         hec_resident_bytes, hec_ring_rows, sage_dims,
-                                         sage_peak_bytes)
+                                         hec_resident_bytes, hec_ring_rows, label_itemsize,
+                                         sage_dims, sage_peak_bytes, setup_bytes)
 
 
 def _pattern(n=40, seed=0):
@@ -89,6 +89,32 @@ def test_the_peak_adds_the_caches_resident_pages_and_grows_with_the_batch():
     small, big = (sage_peak_bytes(c, [600, 500, 3], (3, 2), b, hec="off", baseline=0)
                   for b in (2, 30))
     assert max(big["iteration"]) > max(small["iteration"])
+
+
+def test_setup_is_the_own_rows_term_and_rank_0_loads_the_whole_graph_in_memory():
+    from spgnn.plan.memory import SETUP_BYTES_PER_NNZ, SETUP_FIXED_BYTES
+    from spgnn.plan.memory_minibatch import (SETUP_BYTES_PER_ROOT_NNZ,
+                                             SETUP_HALO_ROOT_BYTES_PER_FEATURE,
+                                             SETUP_HALO_ROOT_BYTES_PER_NNZ,
+                                             SETUP_ROOT_BYTES_PER_FEATURE,
+                                             SETUP_SHARD_BYTES_PER_NNZ)
+
+    a, mem = _counts()
+    _, shards = _counts(sharded=True)
+    own = SETUP_FIXED_BYTES + SETUP_SHARD_BYTES_PER_NNZ * np.array([a[:15].nnz, a[15:].nnz])
+    # partitioned: every rank builds from its rows; in memory rank 0 also loads the graph
+    assert np.allclose(setup_bytes(shards, "off"), own)
+    assert np.allclose(setup_bytes(mem, "on"), own + [SETUP_HALO_ROOT_BYTES_PER_NNZ * a.nnz
+                                                      + SETUP_HALO_ROOT_BYTES_PER_FEATURE * 240, 0])
+    # replicated: the whole pattern is broadcast to every rank
+    whole = SETUP_FIXED_BYTES + SETUP_BYTES_PER_NNZ["1d"] * a.nnz
+    root = SETUP_BYTES_PER_ROOT_NNZ * a.nnz + SETUP_ROOT_BYTES_PER_FEATURE * 240
+    assert np.allclose(setup_bytes(mem, None), [whole + root, whole])
+
+
+def test_training_labels_take_the_smallest_integer_of_the_classes():
+    assert [label_itemsize(c) for c in (1, 47, 128, 129, 32768, 32769, 2 ** 31 + 1)] == \
+        [1, 1, 1, 2, 2, 4, 8]
 
 
 def test_train_refuses_a_sage_run_over_the_memory_limit_on_every_rank():
