@@ -11,8 +11,9 @@ buffers and the command's own setup (reading or loading the rows)::
 **Counted** (from the layouts the command builds; :func:`spmm_counted_bytes`):
 
 * ``block``: the rank's block of the matrix: indices, float32 values,
-  indptr; the indices and indptr are int32 in memory (``from_global``'s
-  blocks) and int64 from shards (the rows as read); the aware variants add
+  indptr; the indices and indptr are int32 where ``n`` and ``nnz`` fit, in
+  memory (``from_global``'s blocks) and from shards (``spmm._from_shards``
+  casts the rows it reads with int64 ids), else int64; the aware variants add
   their exchange plan (compacted column ids, int64 ``send_rows``, two int64
   counts per peer; values and indptr shared), as
   :func:`spgnn.plan.memory._graph_blocks_1d` counts the trainer's.  3d:
@@ -115,10 +116,13 @@ def _read_rows_3d(a, grid):
     return np.diff(roff)[cd], np.asarray(a.row_block_nnz(roff), dtype=np.int64)[cd]
 
 
-def _index_size(source):
-    """Bytes of the block's indices and indptr: the shards' rows keep their int64 ids
-    (``spmm._from_shards`` wraps them as read); ``from_global`` scatters int32 blocks."""
-    return _I64 if source == "shards" else _I32
+def _index_size(a):
+    """Bytes of the block's indices and indptr: int32 where ``n`` and the stored entries fit
+    (``from_global``'s blocks in memory; ``spmm._from_shards`` casts the rows it reads with
+    int64 ids), else int64."""
+    n = a.shape[0]
+    nnz = int(np.sum(a.row_block_nnz((0, n))))
+    return _I32 if max(n, nnz) < np.iinfo(np.int32).max else _I64
 
 
 def _counted_3d(a, p, feat, itemsize, index_size):
@@ -182,10 +186,10 @@ def spmm_counted_bytes(a, prediction, feat, *, source="shards", offsets=None, it
     p, feat = prediction, int(feat)
     if p.algorithm == "3d":
         block, operands, nnz_block, nnz_read, x_rows, draw = _counted_3d(
-            a, p, feat, itemsize, _index_size(source))
+            a, p, feat, itemsize, _index_size(a))
     else:
         block, operands, nnz_block, nnz_read, x_rows, draw = _counted_rows(
-            a, p, feat, itemsize, offsets, _index_size(source))
+            a, p, feat, itemsize, offsets, _index_size(a))
     exchange = np.zeros(block.shape, dtype=np.int64)
     for s in p.steps:
         if s.kind == "compute":
