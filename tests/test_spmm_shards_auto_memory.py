@@ -168,3 +168,37 @@ def test_spmm_auto_on_shards_over_the_default_limit_is_one_line_under_mpiexec(sh
     lines = [ln for ln in proc.stdout.splitlines() if "error:" in ln]
     assert proc.returncode == 2 and len(lines) == 1, proc.stdout[-3000:]
     assert "that limit is the default" in lines[0] and "Abort" not in proc.stdout
+
+
+@pytest.mark.parametrize("algo", ["1d-aware", "15d", "3d"])
+def test_explicit_algo_over_an_explicit_limit_is_refused_alike_and_under_it_runs(shards, algo):
+    """An explicit ``--algo`` under an explicit ``--memory-limit`` is priced (its own
+    replication or grid) by the one-SpMM model, from shards and in memory: over its peak by
+    one byte it is one ValueError on every rank; at its peak the run is the unpriced run."""
+    from spgnn.cli import spmm
+
+    def fn(graph, limit):
+        def body(comm):
+            try:
+                return spmm.measure(comm, _args(graph, algo=algo, memory_limit=limit))
+            except ValueError as exc:
+                return exc
+        return run_loopback(2, body)
+
+    def peak(exc):
+        return int(str(exc).split("the predicted peak is ")[1].split(" ")[0].replace(",", ""))
+
+    peaks = {}
+    for graph, source in ((shards, "shards"), (SPEC, "memory")):
+        errs = fn(graph, "1000")
+        assert all(isinstance(e, ValueError) for e in errs), errs
+        assert len({str(e).removeprefix("rank 0: ") for e in errs}) == 1
+        assert str(errs[0]).startswith(f"--algo {algo}: does not fit in --memory-limit 1,000 ")
+        want = peaks[source] = peak(errs[0])
+        assert all(isinstance(e, ValueError) and peak(e) == want for e in fn(graph, str(want - 1)))
+        free = fn(graph, None)
+        for got, base in zip(fn(graph, str(want)), free):
+            assert got["check_passed"] and "auto" not in got
+            assert {k: v for k, v in got.items() if not k.startswith("seconds")} == \
+                {k: v for k, v in base.items() if not k.startswith("seconds")}
+    assert peaks["memory"] > peaks["shards"]        # in memory rank 0 holds A and X

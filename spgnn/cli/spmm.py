@@ -51,8 +51,9 @@ def add_parser(sub):
     p.add_argument("--feat", type=int, default=64, help="columns of X (default 64)")
     p.add_argument("--memory-limit", default=None, metavar="BYTES",
                    help="bytes per rank (e.g. 2G): --algo auto skips configurations whose "
-                        "predicted peak (spgnn.plan.memory) exceeds it (default: this host's "
-                        "memory over the ranks on it; none: no check)")
+                        "predicted peak (spgnn.plan.memory_spmm) exceeds it (default: this "
+                        "host's memory over the ranks on it; none: no check); an explicit "
+                        "--algo is refused when its peak exceeds an explicit limit")
     p.add_argument("--algo", default="1d-aware", choices=("auto",) + DISTRIBUTED_ALGORITHMS,
                    help="auto: the configuration the performance model predicts fastest for "
                         "one multiply (rank 0 ranks, every rank runs its choice; the top 3 are "
@@ -117,9 +118,63 @@ def _prepare_root(args, blocks):
     else:
         perm, offsets, _ = partition_graph(adj, args.partition, blocks, seed=args.seed)
     a = permute(adj, perm)
+    del adj
+    limit = _explicit_limit(args)
+    if limit is not None:       # an explicit --algo under an explicit --memory-limit: priced
+        err = _over_limit(args, a, offsets, blocks, limit)   # before X is drawn or A scattered
+        if err is not None:
+            raise err
     x = operand_rows(args.seed, 0, n, args.feat)
     reference = (sp.csr_array(a, dtype=np.float64) @ x.astype(np.float64)) if args.check else None
     return a, x, reference, {"n": n, "nnz": int(a.nnz), "name": name, "offsets": offsets.tolist()}
+
+
+def _explicit_limit(args):
+    """The bytes of an explicit ``--memory-limit`` that an explicit ``--algo`` (and
+    ``--replication``) is priced against, as ``train`` prices one; None: no check (``--algo
+    auto`` prices its candidates itself; no ``--memory-limit`` or ``none``). Local."""
+    text = getattr(args, "memory_limit", None)
+    if (args.algo == "auto" or args.replication == "auto" or text is None
+            or str(text).strip().lower() == "none"):
+        return None
+    from ..plan.host import memory_limit_bytes
+
+    return memory_limit_bytes(None, text)
+
+
+def _explicit_grid(args, n, p):
+    """``--grid`` of an explicit ``--algo 3d``, or the grid the run takes without it."""
+    from spgnn.plan.events import best_grid_3d
+
+    if args.grid:
+        return parse_grid(args.grid, p, what="spmm: --grid")
+    return best_grid_3d(n, p, [args.feat] * 3)
+
+
+def _does_not_fit(args, peak, limit):
+    return ValueError(f"--algo {args.algo}: does not fit in --memory-limit {int(limit):,d} bytes "
+                      f"per rank (the predicted peak is {int(peak):,d} bytes; --memory-limit "
+                      f"none turns the check off)")
+
+
+def _over_limit(args, a, offsets, blocks, limit):
+    """Rank 0, in memory: the ValueError of ``args.algo`` (its replication or grid) on the
+    permuted matrix ``a`` and its row blocks ``offsets`` when the predicted peak of this
+    command (:func:`spgnn.plan.memory_spmm.spmm_peak_bytes`, ``source="memory"``) exceeds
+    ``limit``; else None. Local."""
+    from ..plan.memory_spmm import spmm_peak_bytes
+    from ..plan.model import DEFAULT_CALIBRATION, rank_spmm_configs
+
+    p, n = blocks * (args.replication if args.algo.startswith("15d") else 1), a.shape[0]
+    if args.algo == "3d":
+        cf = ("3d", 1, tuple(_explicit_grid(args, n, p)))
+    else:
+        cf = (args.algo, args.replication if args.algo.startswith("15d") else 1, None)
+    off = None if cf[0] == "3d" else np.asarray(offsets, dtype=np.int64)
+    pred = rank_spmm_configs(a, p, args.feat, DEFAULT_CALIBRATION, configs=[cf],
+                             offsets_for=lambda _: (a, off))[0]
+    peak = spmm_peak_bytes(a, pred, args.feat, source="memory", offsets=off)
+    return _does_not_fit(args, peak, limit) if peak > limit else None
 
 
 def _choose(comm, args):
@@ -161,7 +216,7 @@ def _choose(comm, args):
     return top
 
 
-def _choose_from_shards(comm, args):
+def _choose_from_shards(comm, args, explicit=False):
     """``(top 3, [this rank's rows])``: ``--algo auto`` / ``--replication auto`` on a shard
     directory, no rank holding the graph. Collective.
 
@@ -173,6 +228,11 @@ def _choose_from_shards(comm, args):
     this host's memory over the ranks on it; one agreed ValueError when none
     fits); every rank takes its choice.  The rows are returned to be placed
     without reading them again.
+
+    ``explicit``: price the explicit ``--algo`` (its ``--replication``, its
+    ``--grid`` or the grid the run takes) against an explicit
+    ``--memory-limit`` alone, from the same gathered counts: one agreed
+    ValueError when it does not fit; nothing printed, ``args`` unchanged.
     """
     import sys
 
@@ -196,12 +256,28 @@ def _choose_from_shards(comm, args):
     from ..plan.host import memory_limit_bytes, note_default
 
     limit = memory_limit_bytes(comm, args.memory_limit)
+    grid, c = args.grid, None
+    if explicit:
+        c = args.replication if args.algo.startswith("15d") else None
+        if args.algo == "3d":
+            grid = "x".join(map(str, _explicit_grid(args, n, p)))
     try:
         algo, c, grid, top = choose_spmm_from_rows(comm, block.adj, off[r], n, args.feat,
-                                                   grid=args.grid, algorithms=algorithms,
-                                                   row_blocks=row_blocks, memory_limit=limit)
+                                                   grid=grid, algorithms=algorithms,
+                                                   row_blocks=row_blocks, memory_limit=limit,
+                                                   replication=c)
     except ValueError as exc:       # every rank alike
-        raise note_default(exc, args.memory_limit) from None
+        if not explicit or "no configuration fits" not in str(exc):
+            raise note_default(exc, args.memory_limit) from None
+        from ..comm.communicator import agreed_like
+
+        text = str(exc)
+        where = text[:text.index("--algo auto: ")]        # "rank 0: " on the other ranks
+        raise agreed_like(ValueError(where + f"--algo {args.algo}: " + text[len(where):].replace(
+            "--algo auto: ", "").replace("no configuration fits", "does not fit").replace(
+            "the smallest predicted", "the predicted")), exc) from None
+    if explicit:
+        return None, [block]
     _take_choice(args, algo, c, grid)
     if comm.rank == 0:
         print(f"--algo auto chose {algo}{' --grid ' + args.grid if grid else ''}"
@@ -287,7 +363,7 @@ def _from_shards(comm, args, blocks, held=None):
         block = held_rows(comm, block, *ar, adj_only=True)
     if block is None:
         block = _shards.read_rows(comm, args.graph, man, *ar)
-    rows = sp.csr_array(block.adj, dtype=np.float32)
+    rows = _float32_rows(block.adj, n)
     del block
     local = sp.csr_array(rows[:, ac[0]:ac[1]]) if tuple(ac) != (0, n) else rows
     local.sort_indices()
@@ -301,6 +377,21 @@ def _from_shards(comm, args, blocks, held=None):
                             rows.indptr), shape=(rows.shape[0], cols.size))
         reference = (tuple(ar), sub @ _gather_rows(args.seed, cols, f).astype(np.float64))
     return meta, grid3d, A, X, reference
+
+
+def _float32_rows(adj, n):
+    """The shards' rows ``adj`` (scipy CSR, ``n`` columns) as float32 CSR, with int32 indices
+    and indptr where ``n`` and the stored entries fit, as ``DistSparseMatrix.from_global``
+    scatters blocks (the rows are read with int64 ids): the cast copies are the only copies,
+    and the block holds 4 bytes less per entry. Local."""
+    import scipy.sparse as sp
+
+    if max(n, adj.shape[0], adj.nnz) >= np.iinfo(np.int32).max:
+        return sp.csr_array(adj, dtype=np.float32)
+    out = sp.csr_array((adj.data.astype(np.float32), adj.indices.astype(np.int32),
+                        adj.indptr.astype(np.int32)), shape=adj.shape, copy=False)
+    out.has_sorted_indices = adj.has_sorted_indices
+    return out
 
 
 def _gather_rows(seed, ids, f):
@@ -354,7 +445,9 @@ def measure(comm, args):
     auto, err, held = None, None, None
     from . import _shards
     sharded = _shards.is_shard_dir(args.graph)
-    if args.algo == "auto" or args.replication == "auto":
+    if sharded and _explicit_limit(args) is not None:    # priced, and the rows it read kept
+        _, held = _choose_from_shards(comm, args, explicit=True)
+    elif args.algo == "auto" or args.replication == "auto":
         with comm.track("auto") as ranking:
             auto, held = _choose_from_shards(comm, args) if sharded else (_choose(comm, args),
                                                                           None)

@@ -454,7 +454,7 @@ def _placeable(comm, configs, p, row_blocks, algorithms):
 
 
 def choose_spmm_from_rows(comm, rows, lo, n, feat, *, grid=None, algorithms=(), row_blocks=None,
-                          memory_limit=None):
+                          memory_limit=None, replication=None):
     """:func:`spgnn.plan.choose.choose_spmm` from the ranks' rows of the matrix. Collective.
 
     ``spmm --graph DIR --algo auto``: ``rows`` are this rank's CSR rows
@@ -474,7 +474,8 @@ def choose_spmm_from_rows(comm, rows, lo, n, feat, *, grid=None, algorithms=(), 
     on the row blocks it was ranked on, from the same gathered counts (the
     memory model's counts are recorded with the ranking's, one gather);
     the top dicts then carry ``memory_peak_bytes`` and ``memory_skipped``,
-    as ``choose_spmm(memory_limit=...)``'s do.
+    as ``choose_spmm(memory_limit=...)``'s do.  ``replication``: only the
+    1.5D candidates of that ``c`` (an explicit ``spmm --algo 15d*`` priced).
 
     Returns ``(algorithm, replication, grid or None, top3)`` on every rank.
 
@@ -491,7 +492,11 @@ def choose_spmm_from_rows(comm, rows, lo, n, feat, *, grid=None, algorithms=(), 
     p, feat = comm.size, int(feat)
     comm.agree(_check_rows(comm, rows, lo, n))
     g = parse_grid(grid, p, ndim=3, what="choose_spmm_from_rows: grid") if grid else None
-    configs = _placeable(comm, _configs(p, g, tuple(algorithms)), p, row_blocks, algorithms)
+    configs = _configs(p, g, tuple(algorithms))
+    if replication is not None:     # one 1.5D replication (an explicit --algo 15d* priced)
+        configs = ([cf for cf in configs if cf[1] == int(replication)]
+                   or [(a, int(replication), None) for a in algorithms if a.startswith("15d")])
+    configs = _placeable(comm, configs, p, row_blocks, algorithms)
     if p == 1:
         counts = sp.csr_array(rows)
     else:

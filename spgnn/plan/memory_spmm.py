@@ -11,8 +11,9 @@ buffers and the command's own setup (reading or loading the rows)::
 **Counted** (from the layouts the command builds; :func:`spmm_counted_bytes`):
 
 * ``block``: the rank's block of the matrix: indices, float32 values,
-  indptr; the indices and indptr are int32 in memory (``from_global``'s
-  blocks) and int64 from shards (the rows as read); the aware variants add
+  indptr; the indices and indptr are int32 where ``n`` and ``nnz`` fit, in
+  memory (``from_global``'s blocks) and from shards (``spmm._from_shards``
+  casts the rows it reads with int64 ids), else int64; the aware variants add
   their exchange plan (compacted column ids, int64 ``send_rows``, two int64
   counts per peer; values and indptr shared), as
   :func:`spgnn.plan.memory._graph_blocks_1d` counts the trainer's.  3d:
@@ -77,8 +78,9 @@ SPMM_FIXED_BYTES = 107_400_000
 #: Transient bytes per stored entry of the rows a rank reads (shards) or receives (in memory),
 #: by algorithm family: the rows as read, their float32 copy, the column slice of 1.5D and 3d
 #: layouts and, for the aware variants, building the exchange plan at the first multiply
-#: (fitted on rmat:18:16 from shards, 2 ranks).
-SPMM_READ_BYTES_PER_NNZ = {"1d": 8.0, "1d-aware": 22.0, "15d": 17.0, "3d": 5.0}
+#: (fitted on rmat:18:16 from shards, 2 ranks; 3d refitted at stop 46 once the shards' rows are
+#: cast to int32: its peak is at the read, before the cast, and kept its measured value).
+SPMM_READ_BYTES_PER_NNZ = {"1d": 8.0, "1d-aware": 22.0, "15d": 17.0, "3d": 9.5}
 
 #: In memory, rank 0: transient bytes per stored entry it scatters (the sum of every rank's
 #: block; 3d replicates blocks over its inner axis): the COO copy, block ids, selections and
@@ -115,10 +117,13 @@ def _read_rows_3d(a, grid):
     return np.diff(roff)[cd], np.asarray(a.row_block_nnz(roff), dtype=np.int64)[cd]
 
 
-def _index_size(source):
-    """Bytes of the block's indices and indptr: the shards' rows keep their int64 ids
-    (``spmm._from_shards`` wraps them as read); ``from_global`` scatters int32 blocks."""
-    return _I64 if source == "shards" else _I32
+def _index_size(a):
+    """Bytes of the block's indices and indptr: int32 where ``n`` and the stored entries fit
+    (``from_global``'s blocks in memory; ``spmm._from_shards`` casts the rows it reads with
+    int64 ids), else int64."""
+    n = a.shape[0]
+    nnz = int(np.sum(a.row_block_nnz((0, n))))
+    return _I32 if max(n, nnz) < np.iinfo(np.int32).max else _I64
 
 
 def _counted_3d(a, p, feat, itemsize, index_size):
@@ -182,10 +187,10 @@ def spmm_counted_bytes(a, prediction, feat, *, source="shards", offsets=None, it
     p, feat = prediction, int(feat)
     if p.algorithm == "3d":
         block, operands, nnz_block, nnz_read, x_rows, draw = _counted_3d(
-            a, p, feat, itemsize, _index_size(source))
+            a, p, feat, itemsize, _index_size(a))
     else:
         block, operands, nnz_block, nnz_read, x_rows, draw = _counted_rows(
-            a, p, feat, itemsize, offsets, _index_size(source))
+            a, p, feat, itemsize, offsets, _index_size(a))
     exchange = np.zeros(block.shape, dtype=np.int64)
     for s in p.steps:
         if s.kind == "compute":

@@ -108,9 +108,10 @@ def test_memory_source_counts_rank_0s_whole_matrix_and_x_and_prices_the_scatter(
     # load_adjacency's CSR (int64 indptr and indices, float32 values) and the float32 X
     whole = a.indptr.nbytes + a.indices.nbytes + a.data.nbytes + n * FEAT * 4
     assert a.indices.dtype == np.int64 and memory["root"].tolist() == [whole, 0]
-    # from_global's blocks are int32; the shards' rows keep their int64 ids
+    # int32 blocks from both: from_global's, and the shards' rows cast from their int64 ids
     nnz, rows = memory["nnz_block"], np.array([n // 2, n - n // 2])
-    assert (shards["block"] - memory["block"]).tolist() == (4 * nnz + 4 * (rows + 1)).tolist()
+    assert shards["block"].tolist() == memory["block"].tolist() == \
+        (8 * nnz + 4 * (rows + 1)).tolist()
     peak_s, d_s = ms.spmm_peak_bytes(a, pred, FEAT, source="shards", baseline=0, detail=True)
     peak_m, d_m = ms.spmm_peak_bytes(a, pred, FEAT, source="memory", baseline=0, detail=True)
     scatter = ms.SPMM_SCATTER_BYTES_PER_NNZ * a.nnz
