@@ -44,7 +44,20 @@ another environment, e.g. ``PYTHONPATH=/path/to/an/older/checkout``):
         --epochs 10 --batch-size 512 --out docs/results/hec/overlap_github.jsonl
     python -m spgnn bench hec --report docs/results/hec/overlap_github.jsonl
 
-The commands and results are in docs/hec.md ("Results", "Overlapped pushes").
+Issue 39's wall clock at products scale (4 LDG shards of plsbm:2450000:47:60:100, each rank
+reading its own; the runs record the load before / after, wall, CPU and setup seconds, the
+phases and the peak RSS per rank; ``--report`` prints the wall-clock table):
+
+    python -m spgnn bench hec --graphs products --ranks 4 --seeds 0 --epochs 4 --batch-size 512 \
+        --fanout 10,5 --partition ldg --out docs/results/hec/wallclock_products.jsonl
+
+A graph where METIS cuts the informative edges (``sbm_cross``; docs/results/hec/cross.md):
+
+    python -m spgnn bench hec --graphs sbm_cross --ranks 4 --seeds 0 1 2 --epochs 20 \
+        --batch-size 256 --out docs/results/hec/three_way_cross.jsonl
+
+The commands and results are in docs/hec.md ("Results", "Overlapped pushes", "Wall clock at
+products scale") and docs/results/hec/{cross,wallclock}.md.
 """
 
 import argparse
