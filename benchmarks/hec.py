@@ -44,7 +44,20 @@ another environment, e.g. ``PYTHONPATH=/path/to/an/older/checkout``):
         --epochs 10 --batch-size 512 --out docs/results/hec/overlap_github.jsonl
     python -m spgnn bench hec --report docs/results/hec/overlap_github.jsonl
 
-The commands and results are in docs/hec.md ("Results", "Overlapped pushes").
+Issue 39's wall clock at products scale (4 LDG shards of plsbm:2450000:47:60:100, each rank
+reading its own; the runs record the load before / after, wall, CPU and setup seconds, the
+phases and the peak RSS per rank; ``--report`` prints the wall-clock table):
+
+    python -m spgnn bench hec --graphs products --ranks 4 --seeds 0 --epochs 4 --batch-size 512 \
+        --fanout 10,5 --partition ldg --out docs/results/hec/wallclock_products.jsonl
+
+A graph where METIS cuts the informative edges (``sbm_cross``; docs/results/hec/cross.md):
+
+    python -m spgnn bench hec --graphs sbm_cross --ranks 4 --seeds 0 1 2 --epochs 20 \
+        --batch-size 256 --out docs/results/hec/three_way_cross.jsonl
+
+The commands and results are in docs/hec.md ("Results", "Overlapped pushes", "Wall clock at
+products scale") and docs/results/hec/{cross,wallclock}.md.
 """
 
 import argparse
@@ -54,6 +67,7 @@ import resource
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +90,17 @@ GRAPHS = {"cora": ["--graph", str(DATA / "planetoid"), "--name", "cora"],
                        "--labels", "quantiles:5"],
           # deezer HU: "does the user like Rap/Hip Hop" (spgnn.io.load_musae's default genre)
           "deezer_hu": ["--graph", str(DATA / "deezer_gemsec"), "--name", "HU",
-                        "--features", "degree"]}
+                        "--features", "degree"],
+          # communities METIS keeps whole, labels that only the edges between them carry:
+          # the halo (the cut edges) is where the label signal is (issue 39, stop 46)
+          "sbm_cross": lambda: ["--graph", str(cross_sbm())],
+          # products scale (issue 39 "wall clock"): 4 LDG shards of plsbm:2450000:47:60:100
+          # (2.45M vertices, 145.7M stored entries), written by
+          # `python -m spgnn partition --graph plsbm:2450000:47:60:100 --parts 4 --method ldg
+          # --out DIR` (157 s, 2.3 GB): not in the repository; SPGNN_PRODUCTS_SHARDS names DIR.
+          # Each rank reads its own shard; run with --partition ldg (the shards' partition)
+          "products": ["--graph", os.environ.get("SPGNN_PRODUCTS_SHARDS",
+                                                 str(ROOT.parent / "prod" / "shards4"))]}
 #: the weak-feature SBM of ``sbm_weak`` (written once under benchmarks/results/hec_data)
 WEAK_SBM = dict(n=6000, num_classes=4, avg_degree=10.0, homophily=0.8, num_features=8,
                 feature_noise=10.0, seed=0)
@@ -104,6 +128,68 @@ def weak_sbm():
     return path
 
 
+#: ``sbm_cross``: ``communities`` label-blind communities (a fraction ``intra`` of every vertex's
+#: edges, endpoints uniform in its community) and edges between communities that are
+#: class-homophilous (``homophily``); weak features as ``sbm_weak``
+CROSS_SBM = dict(n=6000, num_classes=4, communities=16, avg_degree=10.0, intra=0.6,
+                 homophily=0.9, num_features=8, feature_noise=5.0, seed=0)
+
+
+def cross_sbm_arrays(cfg=None):
+    """``(adjacency, features, labels, communities)`` of the ``sbm_cross`` graph. Pure.
+
+    Every vertex draws a class and a community, independently and uniformly.
+    Each of ``avg_degree * n / 2`` edges picks a uniform source; with
+    probability ``intra`` its target is uniform in the source's community
+    (blind to the class), else uniform over the vertices of the source's class
+    with probability ``homophily`` (any community), or over all vertices.  A
+    partitioner that minimises the cut keeps communities whole and cuts the
+    edges between them, the only ones that carry the label: a rank that drops
+    its halo (``--hec none``) keeps the label-blind edges and loses the
+    informative ones.  Symmetric, 0/1 weights, no self-loops; features as
+    ``sbm_weak`` (a class mean in [0, 1) plus uniform noise in
+    [0, ``feature_noise``))."""
+    import scipy.sparse as sp
+    c = dict(CROSS_SBM, **(cfg or {}))
+    n, C, K = c["n"], c["num_classes"], c["communities"]
+    rng = np.random.default_rng([c["seed"], 46])
+    y = rng.integers(0, C, n)
+    comm = rng.integers(0, K, n)
+    m = int(round(c["avg_degree"] * n / 2))
+    src = rng.integers(0, n, m)
+    u, v = rng.random(m), rng.random(m)
+
+    def pick(groups, g, r):              # a uniform member of group g[i], with r[i] in [0, 1)
+        order = np.argsort(groups, kind="stable")
+        lo = np.searchsorted(groups[order], np.arange(groups.max() + 2))
+        return order[lo[g] + (r * (lo[g + 1] - lo[g])).astype(np.int64)]
+    dst = np.where(u < c["intra"], pick(comm, comm[src], v),
+                   np.where(u < c["intra"] + (1 - c["intra"]) * c["homophily"],
+                            pick(y, y[src], v), rng.integers(0, n, m)))
+    keep = src != dst
+    a = sp.coo_array((np.ones(int(keep.sum()), np.float32), (src[keep], dst[keep])),
+                     shape=(n, n)).tocsr()
+    a = sp.csr_array(((a + a.T) > 0).astype(np.float32))
+    means = rng.random((C, c["num_features"]))
+    x = (means[y] + c["feature_noise"] * rng.random((n, c["num_features"]))).astype(np.float32)
+    return a, x, y.astype(np.int64), comm
+
+
+def cross_sbm(cfg=None):
+    """The ``sbm_cross`` graph (:func:`cross_sbm_arrays`) as an .npz under
+    benchmarks/results/hec_data (written once, a pure function of ``cfg``)."""
+    from spgnn.io.graph import Graph
+    from spgnn.io.npz import save_npz
+    c = dict(CROSS_SBM, **(cfg or {}))
+    path = ROOT / "benchmarks" / "results" / "hec_data" / (
+        "sbm_cross_" + "_".join(f"{k}{v}" for k, v in c.items()) + ".npz")
+    if not path.exists():
+        a, x, y, _ = cross_sbm_arrays(c)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_npz(Graph(adj=a, features=x, labels=y, name="sbm_cross"), path)
+    return path
+
+
 def graph_args(graph):
     a = GRAPHS[graph]
     return a() if callable(a) else a
@@ -122,6 +208,7 @@ def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5", split=None,
            str(epochs), "--batch-size", str(batch), "--fanout", fanout, "--no-progress",
            "--json", *(["--split", split] if split else []), *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", **(env_extra or {}))
+    load0, t0 = os.getloadavg(), time.time()
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     # ``python -m`` puts the working directory first on sys.path: run from PYTHONPATH's
     # first entry when one is given, so that it (an older checkout, say) is what is imported
@@ -129,6 +216,7 @@ def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5", split=None,
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
                           cwd=pp.split(os.pathsep)[0] if pp else None)
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t1, load1 = time.time(), os.getloadavg()
     if proc.returncode:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
     rec = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -143,6 +231,11 @@ def run(graph, ranks, seed, epochs, batch, extra, fanout="15,10,5", split=None,
     rec["command"] = " ".join(["mpiexec", "-n", str(ranks), "python"] + cmd[4:])
     rec["bench_graph"], rec["bench_extra"], rec["bench_split"] = graph, extra, split
     rec["cpu_seconds"] = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    # the machine's load (1, 5, 15 minute averages) before and after, the run's wall seconds
+    # and its start (UTC): what the seconds of a shared machine can be read against
+    rec["bench_load"] = {"before": list(load0), "after": list(load1)}
+    rec["bench_wall_seconds"] = t1 - t0
+    rec["bench_start_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))
     if env_extra:
         rec["bench_env"] = dict(env_extra)
         rec["command"] = " ".join(f"{k}={v}" for k, v in env_extra.items()) + " " + rec["command"]
@@ -354,6 +447,45 @@ def overlap_table(recs):
     return "\n".join(lines)
 
 
+def wallclock_table(recs):
+    """Markdown: per graph, P and config, what the seconds of the runs were: the median epoch
+    (the slowest rank's, over every run's epochs after its first, which compiles kernels),
+    the mean compute and blocked-communication seconds per epoch and rank
+    (``epoch_seconds_by_phase``), CPU seconds per run (user + sys, every rank), setup seconds,
+    the peak RSS of the largest rank and the machine's 1-minute load average before / after
+    each run (``bench_load``; means over runs)."""
+    groups = {}
+    for r in recs:
+        groups.setdefault((r["bench_graph"], r["ranks"]), {}).setdefault(
+            config_name(r), []).append(r)
+    lines = ["| graph | P | config | runs | epochs/run | epoch s (median) | compute s | "
+             "halo comm s (fetch / plan / push) | grad all-reduce s | CPU s/run | setup s | "
+             "peak RSS/rank max | load before / after |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (g, p), cfgs in groups.items():
+        for name in ["off", "on", "on no-overlap", "none"] + sorted(
+                set(cfgs) - {"off", "on", "on no-overlap", "none"}):
+            rs = cfgs.get(name)
+            if not rs:
+                continue
+            m = lambda f: _mean([f(r) for r in rs])     # noqa: E731
+            steady = [s for r in rs for s in (r.get("epoch_seconds_history") or [])[1:]]
+            cpu = [r["cpu_seconds"] for r in rs if r.get("cpu_seconds") is not None]
+            loads = [r["bench_load"] for r in rs if r.get("bench_load")]
+            load = (f"{_mean([x['before'][0] for x in loads]):.1f} / "
+                    f"{_mean([x['after'][0] for x in loads]):.1f}" if loads else "-")
+            halo = (f"{m(lambda r: _phase_sum(r, lambda k: k.startswith('halo-fetch'))):.2f} / "
+                    f"{m(lambda r: _phase_sum(r, _is_plan)):.2f} / "
+                    f"{m(lambda r: _phase_sum(r, _is_push)):.2f}")
+            lines.append(
+                f"| {g} | {p} | {name} | {len(rs)} | {rs[0].get('epochs_this_run', rs[0]['epochs'])}"
+                f" | {f'{float(np.median(steady)):.1f}' if steady else '-'} | "
+                f"{m(lambda r: (r.get('epoch_seconds_by_phase') or {}).get('compute') or 0):.1f} | "
+                f"{halo} | {m(lambda r: _phase_sum(r, lambda k: 'grad' in k)):.2f} | "
+                f"{f'{_mean(cpu):.0f}' if cpu else '-'} | {m(lambda r: r.get('setup_seconds') or 0):.0f} | "
+                f"{max(r['peak_rss_bytes']['max'] for r in rs) / 2**30:.2f} GiB | {load} |")
+    return "\n".join(lines)
+
+
 def overlap(args):
     """Per graph, rank count and seed: ``--hec off``, ``on`` (overlapped pushes), ``on`` with
     ``SPGNN_HEC_OVERLAP=0`` (each push waited at once), ``none``; plus ``on`` under each
@@ -530,9 +662,9 @@ def main(argv=None):
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--fanout", default="15,10,5")
-    ap.add_argument("--partition", default="metis", choices=("metis", "random", "balanced"),
+    ap.add_argument("--partition", default="metis", choices=("metis", "random", "balanced", "ldg"),
                     help="train's --partition (default metis; random cuts most edges, so the "
-                         "halo matters most)")
+                         "halo matters most; ldg: the products shards' own partition)")
     ap.add_argument("--split", default=None, metavar="TRAIN:VAL",
                     help="train --split (a random split instead of the graph's own, e.g. 0.6:0.2)")
     ap.add_argument("--modes", nargs="*", default=["on", "none"], choices=("on", "none"),
@@ -569,6 +701,9 @@ def main(argv=None):
         if any("cpu_seconds" in r for r in recs):
             print()
             print(overlap_table(recs))
+        if any("bench_load" in r for r in recs):
+            print()
+            print(wallclock_table(recs))
     elif args.plot_sweep:
         recs = _load(args.plot_sweep)
         plot_sweep(recs, args.figure)

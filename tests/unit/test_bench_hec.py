@@ -48,3 +48,45 @@ def test_time_to_accuracy_sums_the_epochs_until_the_target():
     assert table[2].endswith("| off | 1.500 | 0.790 | 1 of 1 | 3.00 |")
     assert table[3].endswith("| on | 0.500 | 0.790 | 1 of 1 | 0.50 |")
     assert table[4].endswith("| none | 0.100 | 0.790 | 0 of 1 | - |")
+
+
+def test_wallclock_table_reads_the_steady_epochs_phases_memory_and_load():
+    def rec(name, secs, push, rss, load):
+        return {"bench_graph": "g", "ranks": 4, "hec": name, "bench_extra": ["--hec", name],
+                "epochs": len(secs), "epochs_this_run": len(secs), "epoch_seconds_history": secs,
+                "epoch_seconds_by_phase": {"compute": 2.0, "comm": {
+                    "halo-fetch:rows": 0.5, "hec:want": 0.25, "hec:push:L1:rows": push,
+                    "hec:grad-allreduce": 1.0}},
+                "cpu_seconds": 40.0, "setup_seconds": 10.0,
+                "peak_rss_bytes": {"max": rss, "per_rank": [rss]},
+                "bench_load": {"before": [load, 0, 0], "after": [load + 1, 0, 0]}}
+    # the first epoch (kernel compilation) is left out of the median; memory is the max rank's
+    off = rec("off", [100.0, 3.0, 5.0, 4.0], 0.0, 2**30, 2.0)
+    on = rec("on", [100.0, 1.0, 2.0], 0.125, 2**31, 4.0)
+    table = bench.wallclock_table([off, on]).splitlines()
+    assert table[2] == ("| g | 4 | off | 1 | 4 | 4.0 | 2.0 | 0.50 / 0.25 / 0.00 | 1.00 | 40 | 10 "
+                        "| 1.00 GiB | 2.0 / 3.0 |")
+    assert table[3].startswith("| g | 4 | on | 1 | 3 | 1.5 | 2.0 | 0.50 / 0.25 / 0.12 |")
+    assert table[3].endswith("| 2.00 GiB | 4.0 / 5.0 |")
+
+
+def test_cross_sbm_puts_the_label_on_the_edges_between_communities():
+    cfg = dict(n=3000)
+    a, x, y, comm = bench.cross_sbm_arrays(cfg)
+    b, x2, _, _ = bench.cross_sbm_arrays(cfg)
+    assert (a != b).nnz == 0 and (x == x2).all()                 # a pure function of cfg
+    assert (a != a.T).nnz == 0 and a.diagonal().sum() == 0 and a.shape == (3000, 3000)
+    r, c = a.nonzero()
+    inside = comm[r] == comm[c]
+    same = y[r] == y[c]
+    c0 = bench.CROSS_SBM
+    q, C, K, h = c0["intra"], c0["num_classes"], c0["communities"], c0["homophily"]
+    cls = (1 - q) * (h + (1 - h) / C)       # share of edges drawn to the source's class ...
+    # `intra` of the edges are drawn inside the community, plus the 1/K of the others that land
+    # there (the draw is blind to the community)
+    assert abs(inside.mean() - (q + (1 - q) / K)) < 0.02
+    # the community's edges are blind to the class (up to those stray ones); the edges between
+    # communities carry it
+    assert abs(same[inside].mean() - (q / C + cls / K) / (q + (1 - q) / K)) < 0.03
+    assert abs(same[~inside].mean() - (h + (1 - h) / C)) < 0.03
+    assert x.shape == (3000, c0["num_features"]) and x.min() >= 0
