@@ -373,7 +373,7 @@ def _weights(dims):
 
 def label_itemsize(classes):
     """Bytes per label of :class:`~spgnn.gnn.minibatch.TrainingLabels` (``compact_labels``: the
-    smallest signed integer dtype holding ``0 .. classes - 1``). Pure."""
+    smallest signed integer dtype holding the labels 0 to ``classes - 1``). Pure."""
     top = max(int(classes) - 1, 0)
     for size, bound in ((1, 2 ** 7), (2, 2 ** 15), (4, 2 ** 31)):
         if top < bound:
