@@ -140,7 +140,7 @@ def _whole_graph_counts(hec, ranks=2):
                                         ("memory", ("partitioned", 1)),
                                         ("memory", ("partitioned", 2)),
                                         ("shards", ("partitioned", 2))])
-def test_held_bytes_equal_the_arrays_a_halo_trainer_holds(where, hec, shards):
+def test_held_bytes_equal_the_arrays_a_halo_trainer_holds(where, hec, shards, capsys):
     graph = GRAPH if where == "memory" else shards
 
     def run(comm):
@@ -164,6 +164,16 @@ def test_held_bytes_equal_the_arrays_a_halo_trainer_holds(where, hec, shards):
         held = halo_held_bytes(counts, dims, hec=None if isinstance(hec, tuple) else hec,
                                batch_size=cfg.batch_size)
         assert {k: [int(x) for x in v] for k, v in held.items()} == memory["held"]
+    if isinstance(hec, tuple):                 # plan --memory prices the same held arrays
+        import json
+        from spgnn.__main__ import main
+        capsys.readouterr()
+        main(["plan", "--memory", "--model", "sage", "--graph", graph, "--ranks", "2",
+              "--partition-mode", "partitioned", "--replication", str(hec[1]), "--fanout",
+              OPTS["fanout"], "--batch-size", str(OPTS["batch_size"]), "--hidden",
+              str(OPTS["hidden"]), "--json"])
+        rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["sage_memory"][0]
+        assert rec["held"] == memory["held"] and rec["replication"] == hec[1]
     # what the last minibatch left is within one iteration's bound
     for r, (kinds, _) in enumerate(got):
         assert kinds["saved"] <= memory["iteration"][r]

@@ -7,7 +7,9 @@ one prices what a partitioned GraphSAGE trainer (``--hec off|on|none``,
 (``--partition metis|random|balanced``, rank 0 loads the graph) or from
 shards (``--graph DIR``), and ``--model sage`` without ``--hec``
 (replicated bulk sampling, :class:`~spgnn.gnn.sources.Sampled`: the whole
-pattern on every rank).  The predicted per-rank peak is
+pattern on every rank; or ``--partition-mode partitioned``, bulk sampling on
+``P/c`` block rows of a ``PartitionedGraph``, in memory or from shards: rank
+``r`` holds block row ``r // c``, :func:`with_partitioned_view`).  The predicted per-rank peak is
 
     baseline + max(setup transient, held + max(one iteration, evaluation)) + HEC resident
 
@@ -21,7 +23,9 @@ pattern on every rank).  The predicted per-rank peak is
   :data:`SETUP_HALO_ROOT_BYTES_PER_NNZ` per entry and
   :data:`SETUP_HALO_ROOT_BYTES_PER_FEATURE` per feature value of the whole graph;
   replicated, ``SETUP_BYTES_PER_NNZ["1d"]`` per entry of the whole pattern
-  on every rank (``MinibatchGraph.from_graph`` broadcasts it) and on rank 0
+  on every rank (``MinibatchGraph.from_graph`` broadcasts it; with
+  ``--partition-mode partitioned`` per entry of the rank's block row, all it
+  is sent: the same price, not fitted) and on rank 0
   :data:`SETUP_BYTES_PER_ROOT_NNZ` per entry and the feature term;
 * held (:func:`halo_held_bytes`): **counted exactly**, the arrays a built
   trainer keeps between iterations (tested equal to them and to
@@ -540,6 +544,10 @@ def setup_bytes(counts, hec):
     if hec is None:
         setup = SETUP_FIXED_BYTES + SETUP_BYTES_PER_NNZ["1d"] * np.full(c.ranks,
                                                                         float(c.total_nnz))
+        if c.view_offsets is not None:  # partitioned: each rank is sent its block row only
+            q = len(c.view_offsets) - 1
+            setup = SETUP_FIXED_BYTES + SETUP_BYTES_PER_NNZ["1d"] * c.view_block_nnz[
+                np.arange(c.ranks) // (c.ranks // q)].astype(np.float64)
         if not c.sharded:
             setup[0] += (SETUP_BYTES_PER_ROOT_NNZ * c.total_nnz
                          + SETUP_ROOT_BYTES_PER_FEATURE * values)
