@@ -24,7 +24,8 @@ import pytest
 
 from spgnn.comm import run_loopback
 from spgnn.gnn.config import TrainConfig
-from spgnn.plan.memory_minibatch import halo_counts, halo_held_bytes, iteration_bytes, sage_dims
+from spgnn.plan.memory_minibatch import (halo_counts, halo_held_bytes, iteration_bytes,
+                                         partitioned_view_counts, sage_dims)
 
 from spgnn.comm import Communicator
 
@@ -96,6 +97,9 @@ def shards(tmp_path_factory):
 
 
 def _config(graph, hec):
+    if isinstance(hec, tuple):      # ("partitioned", c): bulk partitioned sampling, no --hec
+        return TrainConfig(graph=graph, partition_mode="partitioned", replication=hec[1],
+                           **OPTS)
     extra = {} if graph != GRAPH or hec is None else {"partition": "random"}
     return TrainConfig(graph=graph, hec=hec, **extra, **OPTS)
 
@@ -116,10 +120,15 @@ def _whole_graph_counts(hec, ranks=2):
 
     cfg = _config(GRAPH, hec)
     g = cfg.load_graph()
-    if hec is None:                 # replicated sampling: the graph's order, even blocks
+    if hec is None or isinstance(hec, tuple):   # bulk sampling: the graph's order, even blocks
         from spgnn.layout import block_offsets
-        return cfg, halo_counts(neighbour_pattern(g.adj), block_offsets(g.num_nodes, ranks),
-                                g.train_mask, g.features.shape[1], g.num_classes)
+        pattern = neighbour_pattern(g.adj)
+        counts = halo_counts(pattern, block_offsets(g.num_nodes, ranks), g.train_mask,
+                             g.features.shape[1], g.num_classes)
+        if isinstance(hec, tuple):              # the sampler's P/c even block rows
+            counts = partitioned_view_counts(counts, pattern,
+                                             block_offsets(g.num_nodes, ranks // hec[1]))
+        return cfg, counts
     perm, off, _ = partition_graph(g.adj, "random", ranks, cfg.seed, train_mask=g.train_mask)
     pg = permute_graph(g, np.arange(g.num_nodes) if perm is None else perm)
     return cfg, halo_counts(neighbour_pattern(pg.adj), off, pg.train_mask,
@@ -127,8 +136,11 @@ def _whole_graph_counts(hec, ranks=2):
 
 
 @pytest.mark.parametrize("where, hec", [("memory", "off"), ("memory", "on"), ("shards", "none"),
-                                        ("shards", "on"), ("memory", None)])
-def test_held_bytes_equal_the_arrays_a_halo_trainer_holds(where, hec, shards):
+                                        ("shards", "on"), ("memory", None),
+                                        ("memory", ("partitioned", 1)),
+                                        ("memory", ("partitioned", 2)),
+                                        ("shards", ("partitioned", 2))])
+def test_held_bytes_equal_the_arrays_a_halo_trainer_holds(where, hec, shards, capsys):
     graph = GRAPH if where == "memory" else shards
 
     def run(comm):
@@ -149,8 +161,19 @@ def test_held_bytes_equal_the_arrays_a_halo_trainer_holds(where, hec, shards):
             assert kinds.get(key, 0) == value[r], (where, hec, r, key, kinds.get(key), value[r])
     for counts in counts_of.values():
         dims = sage_dims(counts.features, cfg.hidden, counts.classes, len(cfg.fanout))
-        held = halo_held_bytes(counts, dims, hec=hec, batch_size=cfg.batch_size)
+        held = halo_held_bytes(counts, dims, hec=None if isinstance(hec, tuple) else hec,
+                               batch_size=cfg.batch_size)
         assert {k: [int(x) for x in v] for k, v in held.items()} == memory["held"]
+    if isinstance(hec, tuple):                 # plan --memory prices the same held arrays
+        import json
+        from spgnn.__main__ import main
+        capsys.readouterr()
+        main(["plan", "--memory", "--model", "sage", "--graph", graph, "--ranks", "2",
+              "--partition-mode", "partitioned", "--replication", str(hec[1]), "--fanout",
+              OPTS["fanout"], "--batch-size", str(OPTS["batch_size"]), "--hidden",
+              str(OPTS["hidden"]), "--json"])
+        rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["sage_memory"][0]
+        assert rec["held"] == memory["held"] and rec["replication"] == hec[1]
     # what the last minibatch left is within one iteration's bound
     for r, (kinds, _) in enumerate(got):
         assert kinds["saved"] <= memory["iteration"][r]

@@ -87,6 +87,9 @@ def add_parser(sub):
     s.add_argument("--hec", default=None, choices=("off", "on", "none"),
                    help="as train's (default: none given, replicated sampling)")
     s.add_argument("--bulk", type=int, default=None, help="without --hec: as train's (16)")
+    s.add_argument("--partition-mode", default=None, choices=("replicated", "partitioned"),
+                   help="without --hec: as train's (default replicated; shards: partitioned, "
+                        "the sampler's graph in P/c block rows, c = --replication)")
     s.add_argument("--fanout", default="15,10,5")
     s.add_argument("--batch-size", type=int, default=512)
     s.add_argument("--hidden", type=int, default=None, help="default: sage's (64)")
@@ -554,6 +557,10 @@ def _sage_config(args):
               batch_size=args.batch_size, hidden=args.hidden, seed=args.seed, bulk=args.bulk,
               hec_capacity=args.hec_capacity if args.hec == "on" else None,
               hec_levels=args.hec_levels if args.hec == "on" else None)
+    if args.hec is None:
+        mode = getattr(args, "partition_mode", None) or ("partitioned" if sharded else None)
+        if mode == "partitioned":
+            kw.update(partition_mode=mode, replication=args.replication)
     if not sharded:
         kw.update(partition=args.partition if args.hec is not None else "none",
                   features=args.features, labels=args.labels,
@@ -582,12 +589,19 @@ def sage_memory(args):
     from spgnn.io.preprocess import neighbour_pattern
     from spgnn.layout import block_offsets
     from spgnn.partition import partition_graph, permute_graph
-    from spgnn.plan.memory_minibatch import counts_from_summaries, halo_counts, rank_summary
+    from spgnn.plan.memory_minibatch import (counts_from_summaries, halo_counts,
+                                             partitioned_view_counts, rank_summary,
+                                             with_partitioned_view)
 
     cfg = _sage_config(args)
+    partitioned = cfg.hec is None and cfg.partition_mode == "partitioned"
+    c = int(cfg.replication) if partitioned else 1
     out = []
     graph = None
     for p in _parse_list(args.ranks, "ranks", int):
+        if p % c:
+            raise ValueError(f"plan: --partition-mode partitioned at {p} ranks needs "
+                             f"--replication c dividing it, but got c={c}")
         if cfg.sharded:
             man = shard_io.read_manifest(cfg.graph)
             off = part_blocks(man["offsets"], p)
@@ -604,11 +618,18 @@ def sage_memory(args):
                 del block, rows
             counts = counts_from_summaries(summaries, man["n"], off, off, man["num_features"],
                                            man["num_classes"], sharded=True)
+            if partitioned:             # block row i: ranks i*c .. i*c + c - 1's rows
+                nnz = np.asarray(counts.view_nnz, dtype=np.int64).reshape(-1, c).sum(axis=1)
+                counts = with_partitioned_view(counts, off[::c], nnz)
             name = man.get("name") or str(cfg.graph)
         elif cfg.hec is None:           # replicated sampling: the graph's order, even blocks
             graph = cfg.load_graph() if graph is None else graph
-            counts = halo_counts(neighbour_pattern(graph.adj), block_offsets(graph.num_nodes, p),
+            pattern = neighbour_pattern(graph.adj)
+            counts = halo_counts(pattern, block_offsets(graph.num_nodes, p),
                                  graph.train_mask, graph.features.shape[1], graph.num_classes)
+            if partitioned:             # the sampler's P/c even block rows
+                counts = partitioned_view_counts(counts, pattern,
+                                                 block_offsets(graph.num_nodes, p // c))
             name = graph.name
         else:
             graph = cfg.load_graph() if graph is None else graph
@@ -621,6 +642,8 @@ def sage_memory(args):
             name = graph.name
         pred = cfg.sage_peak(counts)
         out.append({"ranks": p, "graph": name, "n": counts.n, "hec": cfg.hec,
+                    "partition_mode": "partitioned" if partitioned else None,
+                    "replication": c if partitioned else None,
                     "fanout": list(cfg.fanout), "batch_size": cfg.batch_size,
                     "hidden": cfg.hidden, "sharded": counts.sharded,
                     "memory_peak_bytes": pred["peak"], **pred})
@@ -630,7 +653,9 @@ def sage_memory(args):
 def _sage_table(rows):
     lines = []
     for e in rows:
-        mode = f"--hec {e['hec']}" if e["hec"] else "(replicated sampling)"
+        mode = (f"--hec {e['hec']}" if e["hec"] else
+                f"--partition-mode partitioned --replication {e['replication']}"
+                if e.get("partition_mode") == "partitioned" else "(replicated sampling)")
         lines.append(f"predicted per-rank peak of train --model sage {mode} on "
                      f"{e['graph']} (n={e['n']:,d}, {'shards' if e['sharded'] else 'in memory'},"
                      f" --fanout {','.join(map(str, e['fanout']))} --batch-size "

@@ -590,8 +590,7 @@ class TrainConfig:
                                            normalize_features=not self.feature_dim)
         rows = min(mg.n, self.batch_size * int(np.prod([f + 1 for f in self.fanout])))
         self.check_model_size(comm, mg.num_features, mg.num_classes, rows)
-        memory = (self._check_sage_memory(comm, hg if self.hec is not None else mg)
-                  if self.hec is not None or self.partition_mode == "replicated" else None)
+        memory = self._check_sage_memory(comm, hg if self.hec is not None else mg)
         model = self.spec.build(mg.num_features, mg.num_classes, self)
         opt = Adam(model.param_groups(self.weight_decay), lr=self.lr)
         if self.hec is not None:
@@ -867,7 +866,7 @@ class TrainConfig:
         ``--hec``, else the replicated MinibatchGraph; :mod:`spgnn.plan.memory_minibatch`),
         refused over ``--memory-limit`` (explicit or this host's share) before the trainer
         and the HEC caches exist: one agreed ValueError on every rank. Collective."""
-        from ..plan.memory_minibatch import gather_halo_counts
+        from ..plan.memory_minibatch import gather_halo_counts, with_partitioned_view
 
         halo = self.hec is not None
         mg = graph.mg if halo else graph
@@ -880,11 +879,16 @@ class TrainConfig:
         counts = gather_halo_counts(comm, mg.n, off, a.indices, a.nnz, mine, mg.full.offsets,
                                     ev.indices, ev.nnz, mg.num_features, mg.num_classes,
                                     sharded=self.sharded)
+        if not halo and mg.mode == "partitioned":     # the sampler's block rows (r // c)
+            sg = mg.sampling_graph
+            nnz = comm.allgather_obj(int(sg.local.nnz), label="plan:memory")
+            counts = with_partitioned_view(counts, sg.offsets, nnz[::sg.c])
         pred = self.sage_peak(counts)
         limit = self._memory_limit_bytes(comm)
         err = None
         if limit is not None and pred["peak"] > limit:
-            mode = f"--hec {self.hec}" if halo else "(replicated sampling)"
+            mode = (f"--hec {self.hec}" if halo else
+                    f"({self.partition_mode or 'replicated'} sampling)")
             err = ValueError(f"train: --model sage {mode}: predicted per-rank peak "
                              f"{pred['peak']:,d} bytes exceeds --memory-limit {limit:,d} "
                              f"bytes (spgnn.plan.memory_minibatch; smaller --batch-size, "

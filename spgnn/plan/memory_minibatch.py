@@ -7,7 +7,9 @@ one prices what a partitioned GraphSAGE trainer (``--hec off|on|none``,
 (``--partition metis|random|balanced``, rank 0 loads the graph) or from
 shards (``--graph DIR``), and ``--model sage`` without ``--hec``
 (replicated bulk sampling, :class:`~spgnn.gnn.sources.Sampled`: the whole
-pattern on every rank).  The predicted per-rank peak is
+pattern on every rank; or ``--partition-mode partitioned``, bulk sampling on
+``P/c`` block rows of a ``PartitionedGraph``, in memory or from shards: rank
+``r`` holds block row ``r // c``, :func:`with_partitioned_view`).  The predicted per-rank peak is
 
     baseline + max(setup transient, held + max(one iteration, evaluation)) + HEC resident
 
@@ -21,7 +23,9 @@ pattern on every rank).  The predicted per-rank peak is
   :data:`SETUP_HALO_ROOT_BYTES_PER_NNZ` per entry and
   :data:`SETUP_HALO_ROOT_BYTES_PER_FEATURE` per feature value of the whole graph;
   replicated, ``SETUP_BYTES_PER_NNZ["1d"]`` per entry of the whole pattern
-  on every rank (``MinibatchGraph.from_graph`` broadcasts it) and on rank 0
+  on every rank (``MinibatchGraph.from_graph`` broadcasts it; with
+  ``--partition-mode partitioned`` per entry of the rank's block row, all it
+  is sent: the same price, not fitted) and on rank 0
   :data:`SETUP_BYTES_PER_ROOT_NNZ` per entry and the feature term;
 * held (:func:`halo_held_bytes`): **counted exactly**, the arrays a built
   trainer keeps between iterations (tested equal to them and to
@@ -60,7 +64,7 @@ import numpy as np
 from .memory import SETUP_BYTES_PER_NNZ, SETUP_FIXED_BYTES, baseline_bytes, hec_cache_bytes
 
 __all__ = ["HaloCounts", "halo_counts", "gather_halo_counts", "rank_summary",
-           "counts_from_summaries", "sage_dims", "frontier_bound",
+           "counts_from_summaries", "with_partitioned_view", "partitioned_view_counts", "sage_dims", "frontier_bound",
            "halo_held_bytes", "iteration_bytes", "evaluation_bytes", "hec_ring_rows",
            "sage_peak_bytes", "setup_bytes", "label_itemsize", "hec_resident_bytes",
            "SETUP_BYTES_PER_ROOT_NNZ", "SETUP_HALO_ROOT_BYTES_PER_NNZ",
@@ -130,6 +134,11 @@ class HaloCounts:
         Read from shards (no rank loads the whole graph: the setup term).
     total_nnz : int
         Entries of the whole pattern.
+    view_offsets, view_block_nnz : int64 (P/c + 1,), int64 (P/c,), or None
+        ``--partition-mode partitioned`` without ``--hec`` (bulk partitioned sampling,
+        ``PartitionedGraph`` on ``grid_15d(c)``): the sampler's block rows and their
+        entries (rank ``r`` holds block row ``r // c``); None: the whole pattern on every
+        rank (replicated) or the partition's rows (``--hec``).  :func:`with_partitioned_view`.
     """
 
     n: int
@@ -145,6 +154,8 @@ class HaloCounts:
     eval_recv: np.ndarray
     sharded: bool
     total_nnz: int
+    view_offsets: np.ndarray = None
+    view_block_nnz: np.ndarray = None
 
     @property
     def ranks(self):
@@ -247,6 +258,26 @@ def counts_from_summaries(summaries, n, offsets, eval_offsets, features, classes
                       got[:, 0], got[:, 1], got[:, 2], np.asarray(eval_offsets, dtype=np.int64),
                       got[:, 3], got[:, 5:].sum(axis=0), got[:, 4], bool(sharded),
                       int(got[:, 0].sum()))
+
+
+def with_partitioned_view(counts, view_offsets, view_block_nnz):
+    """``counts`` (the replicated sampler's: even evaluation blocks) with the partitioned
+    sampler's block rows ``view_offsets`` (``P/c + 1`` ids) and their entries. Pure."""
+    off = np.asarray(view_offsets, dtype=np.int64)
+    nnz = np.asarray(view_block_nnz, dtype=np.int64)
+    q = len(off) - 1
+    if nnz.shape != (q,) or q < 1 or counts.ranks % q:
+        raise ValueError(f"with_partitioned_view: {q} block rows with {nnz.shape} entry "
+                         f"counts do not split {counts.ranks} ranks evenly")
+    return dataclasses.replace(counts, view_offsets=off, view_block_nnz=nnz)
+
+
+def partitioned_view_counts(counts, pattern, view_offsets):
+    """:func:`with_partitioned_view` with the block rows' entries read off the whole
+    ``pattern`` (CSR, the sampler's order). Pure."""
+    off = np.asarray(view_offsets, dtype=np.int64)
+    indptr = np.asarray(pattern.indptr, dtype=np.int64)
+    return with_partitioned_view(counts, off, indptr[off[1:]] - indptr[off[:-1]])
 
 
 def sage_dims(features, hidden, classes, layers):
@@ -389,9 +420,22 @@ def _replicated_held_bytes(c, dims, s):
     p, n = c.ranks, int(c.n)
     erows = c.eval_rows
     view = np.full(p, (n + 1) * _I64 + int(c.total_nnz) * (_I64 + 8), dtype=np.int64)
+    if c.view_offsets is not None:
+        # --partition-mode partitioned: rank r holds block row r // c of PartitionedGraph
+        # (P/c block rows): its DistSparseMatrix block (int32 indptr and indices, float64
+        # values) and the sampler's int64 LocalCSR of it (int64 indptr and indices, the
+        # values shared), and the block rows' int64 offsets
+        q = len(c.view_offsets) - 1
+        i = np.arange(p) // (p // q)
+        brows = np.diff(c.view_offsets)[i]
+        view = ((brows + 1) * (_I64 + _I32) + c.view_block_nnz[i] * (_I64 + 8 + _I32)
+                + (q + 1) * _I64)
     eval_graph = (c.eval_nnz * (_I32 + s) + (erows + 1) * _I32 + c.eval_nnz * _I32
                   + c.eval_sent * _I64 + 2 * p * _I64)
-    data = (erows * dims[0] * s + 64 + erows * 5 * _I64 + 64 + erows * (2 * _I64 + 3)
+    # two 64-byte alignment pads in memory, one from shards (--partition-mode partitioned
+    # only: replicated sampling from shards is refused): measured against a built trainer
+    pads = 64 if c.sharded else 128
+    data = (erows * dims[0] * s + erows * 5 * _I64 + pads + erows * (2 * _I64 + 3)
             + (p + 1) * _I64 + int(np.sum(c.train)) * (_I64 + label_itemsize(c.classes)))
     parameters = np.full(p, 4 * _weights(dims) * s, dtype=np.int64)
     return {"view": view, "eval_graph": eval_graph, "data": data, "parameters": parameters,
@@ -500,6 +544,10 @@ def setup_bytes(counts, hec):
     if hec is None:
         setup = SETUP_FIXED_BYTES + SETUP_BYTES_PER_NNZ["1d"] * np.full(c.ranks,
                                                                         float(c.total_nnz))
+        if c.view_offsets is not None:  # partitioned: each rank is sent its block row only
+            q = len(c.view_offsets) - 1
+            setup = SETUP_FIXED_BYTES + SETUP_BYTES_PER_NNZ["1d"] * c.view_block_nnz[
+                np.arange(c.ranks) // (c.ranks // q)].astype(np.float64)
         if not c.sharded:
             setup[0] += (SETUP_BYTES_PER_ROOT_NNZ * c.total_nnz
                          + SETUP_ROOT_BYTES_PER_FEATURE * values)

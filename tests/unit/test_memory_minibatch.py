@@ -148,3 +148,23 @@ def test_plan_memory_model_sage_prints_the_peak(capsys):
     assert rec["held"]["hec"][0] > rec["hec_resident"][0] > 0
     assert main(["plan", "--model", "sage", "--graph", "sbm:200:4:0"]) == 2
     assert "--model sage applies with --memory" in capsys.readouterr().err
+
+
+def test_train_refuses_partitioned_bulk_sampling_over_the_memory_limit_on_every_rank():
+    from spgnn.comm import run_loopback
+    from spgnn.gnn.config import TrainConfig
+
+    def run(comm):
+        cfg = TrainConfig(graph="sbm:200:4:0", model="sage", partition_mode="partitioned",
+                          replication=2, fanout="3,2", batch_size=16, hidden=4, epochs=1,
+                          backend="numpy", memory_limit="1M")
+        g = cfg.load_graph() if comm.rank == 0 else None
+        try:
+            cfg.build(comm, g)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    got = run_loopback(2, run)
+    assert got[0] == got[1] and "(partitioned sampling): predicted per-rank peak" in got[0]
+    assert "exceeds --memory-limit 1,048,576 bytes" in got[0]
