@@ -655,7 +655,21 @@ def _stratified_masks(n, labels, split, split_seed):
     return g.train_mask, g.val_mask, g.test_mask
 
 
-class _EdgeListSource:
+class _SyntheticNodeData:
+    """The node data of a text source (edge list, MatrixMarket): labels, masks and features
+    from ``--labels`` / ``--split`` / ``--features`` (the file has none)."""
+
+    def labels(self):
+        return synthetic_labels(self.n, self.label_spec)
+
+    def masks(self, labels):
+        return _stratified_masks(self.n, labels, self.split, self.split_seed)
+
+    def features(self, counts):
+        return _Features(self.feature_spec, self.n, counts)
+
+
+class _EdgeListSource(_SyntheticNodeData):
     """A text edge list: scanned once (``n``, lines, CRC-32, raw degrees), then read in chunks;
     synthetic features and labels, a stratified random split."""
 
@@ -686,17 +700,8 @@ class _EdgeListSource:
                                          comment=self.comment):
             yield pairs[:, 0], pairs[:, 1]
 
-    def labels(self):
-        return synthetic_labels(self.n, self.label_spec)
 
-    def masks(self, labels):
-        return _stratified_masks(self.n, labels, self.split, self.split_seed)
-
-    def features(self, counts):
-        return _Features(self.feature_spec, self.n, counts)
-
-
-class _MatrixMarketSource:
+class _MatrixMarketSource(_SyntheticNodeData):
     """A MatrixMarket coordinate file with its banner (:mod:`spgnn.io.mtx_stream`): scanned
     once (the checks, ``n`` from the size line, entries, CRC-32, raw degrees), then read in
     chunks.  ``pattern``: the edges of an edge list (a symmetric file's mirror adds nothing
@@ -762,15 +767,6 @@ class _MatrixMarketSource:
                 rows, cols = np.concatenate([rows, cols[off]]), np.concatenate([cols, rows[off]])
                 w = np.concatenate([w, mirror])
             yield rows, cols, w
-
-    def labels(self):
-        return synthetic_labels(self.n, self.label_spec)
-
-    def masks(self, labels):
-        return _stratified_masks(self.n, labels, self.split, self.split_seed)
-
-    def features(self, counts):
-        return _Features(self.feature_spec, self.n, counts)
 
 
 class _GeneratorSource:

@@ -383,9 +383,24 @@ def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offset
     if a is None or dims is None:
         raise ValueError("within_limit: pass a= (Â or its block counts) and dims= (the layer "
                          "widths) to price the predictions")
+    return _fitting_peaks(predictions, limit, a, offsets, offsets_for,
+                   lambda memo, p, off: peak_bytes(memo, p, dims, baseline=baseline, offsets=off,
+                                                   training=training, quantize=quantize))
+
+
+def _fitting_peaks(predictions, limit, a, offsets, offsets_for, price):
+    """``[(prediction, peak)]`` of the ``predictions`` whose ``price(memo, prediction,
+    offsets)`` fits ``limit``, in their order. Pure.
+
+    Each prediction is priced on the row blocks it was ranked on:
+    ``offsets_for(blocks)`` -> ``(matrix, offsets or None)`` when given, else
+    ``a`` and ``offsets``; one block-count memo per matrix (the predictions
+    share its blocks).  :func:`within_limit` and
+    :func:`spgnn.plan.memory_spmm.spmm_within_limit` differ only in ``price``.
+    """
     out, memos = [], {}
 
-    def memo(m):                # one memo per matrix: the predictions share its blocks
+    def memo(m):
         if id(m) not in memos:
             memos[id(m)] = (m, _memo(m))
         return memos[id(m)][1]
@@ -396,8 +411,7 @@ def within_limit(predictions, limit, *, a=None, dims=None, baseline=None, offset
             c = p.replication if p.algorithm.startswith("15d") else 1
             m, off = offsets_for(p.ranks if p.algorithm == "3d" else p.ranks // c)
             off = None if p.algorithm == "3d" else off
-        peak = peak_bytes(memo(m), p, dims, baseline=baseline, offsets=off, training=training,
-                          quantize=quantize)
+        peak = price(memo(m), p, off)
         if peak <= limit:
             out.append((p, peak))
     return out

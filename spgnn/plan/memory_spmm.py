@@ -252,22 +252,8 @@ def spmm_within_limit(predictions, limit, *, a, feat, source="shards", baseline=
     where the command's matrix comes from).  ``offsets_for(blocks)`` ->
     ``(matrix, offsets or None)`` as the ranking took it.
     """
-    from .memory import _memo
+    from .memory import _fitting_peaks
 
-    out, memos = [], {}
-
-    def memo(m):
-        if id(m) not in memos:
-            memos[id(m)] = (m, _memo(m))
-        return memos[id(m)][1]
-
-    for p in predictions:
-        m, off = a, offsets
-        if offsets_for is not None:
-            c = p.replication if p.algorithm.startswith("15d") else 1
-            m, off = offsets_for(p.ranks if p.algorithm == "3d" else p.ranks // c)
-            off = None if p.algorithm == "3d" else off
-        peak = spmm_peak_bytes(memo(m), p, feat, source=source, offsets=off, baseline=baseline)
-        if peak <= limit:
-            out.append((p, peak))
-    return out
+    return _fitting_peaks(predictions, limit, a, offsets, offsets_for,
+                   lambda memo, p, off: spmm_peak_bytes(memo, p, feat, source=source, offsets=off,
+                                                        baseline=baseline))
