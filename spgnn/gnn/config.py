@@ -876,8 +876,10 @@ class TrainConfig:
         r = comm.rank
         ids = mg.train_ids()
         mine = np.count_nonzero((ids >= off[r]) & (ids < off[r + 1]))
-        counts = gather_halo_counts(comm, mg.n, off, a.indices, a.nnz, mine, mg.full.offsets,
-                                    ev.indices, ev.nnz, mg.num_features, mg.num_classes,
+        host = mg.full.A.backend.to_host       # a device backend's index arrays, counted on host
+        counts = gather_halo_counts(comm, mg.n, off, host(a.indices), a.nnz, mine,
+                                    mg.full.offsets, host(ev.indices), ev.nnz,
+                                    mg.num_features, mg.num_classes,
                                     sharded=self.sharded)
         if not halo and mg.mode == "partitioned":     # the sampler's block rows (r // c)
             sg = mg.sampling_graph

@@ -254,7 +254,8 @@ class HaloGraph:
         ids = np.asarray(ids, dtype=np.int64)
         x = np.zeros((ids.size, self.features.width), dtype=self.features.dtype)
         mine = ~self.is_halo(ids)
-        x[mine] = self.features.local[ids[mine] - self.lo]
+        be = self.features.matrix.backend        # the rows live on the training backend
+        x[mine] = be.to_host(self.features.local[be.asarray(ids[mine] - self.lo)])
         return x
 
     def owner(self, ids):
