@@ -866,7 +866,8 @@ class TrainConfig:
         ``--hec``, else the replicated MinibatchGraph; :mod:`spgnn.plan.memory_minibatch`),
         refused over ``--memory-limit`` (explicit or this host's share) before the trainer
         and the HEC caches exist: one agreed ValueError on every rank. Collective."""
-        from ..plan.memory_minibatch import gather_halo_counts, with_partitioned_view
+        from ..plan.memory_minibatch import (gather_halo_counts, top_degrees_needed,
+                                             top_degrees_of, with_partitioned_view)
 
         halo = self.hec is not None
         mg = graph.mg if halo else graph
@@ -884,7 +885,13 @@ class TrainConfig:
         if not halo and mg.mode == "partitioned":     # the sampler's block rows (r // c)
             sg = mg.sampling_graph
             nnz = comm.allgather_obj(int(sg.local.nnz), label="plan:memory")
-            counts = with_partitioned_view(counts, sg.offsets, nnz[::sg.c])
+            # the pattern's largest degrees bound the sampler's gathered rows: each block
+            # row's largest (replica 0 of each process row), merged
+            keep = top_degrees_needed(self.batch_size, self.fanout, mg.n)
+            top = comm.allgather_obj(top_degrees_of(np.diff(sg.local.indptr), keep),
+                                     label="plan:memory")
+            counts = with_partitioned_view(counts, sg.offsets, nnz[::sg.c],
+                                           top_degrees_of(np.concatenate(top[::sg.c]), keep))
         pred = self.sage_peak(counts)
         limit = self._memory_limit_bytes(comm)
         err = None

@@ -65,7 +65,8 @@ from .memory import SETUP_BYTES_PER_NNZ, SETUP_FIXED_BYTES, baseline_bytes, hec_
 
 __all__ = ["HaloCounts", "halo_counts", "gather_halo_counts", "rank_summary",
            "counts_from_summaries", "with_partitioned_view", "partitioned_view_counts", "sage_dims", "frontier_bound",
-           "halo_held_bytes", "iteration_bytes", "evaluation_bytes", "hec_ring_rows",
+           "halo_held_bytes", "iteration_bytes", "partitioned_sampling_bytes",
+           "top_degrees_of", "top_degrees_needed", "evaluation_bytes", "hec_ring_rows",
            "sage_peak_bytes", "setup_bytes", "label_itemsize", "hec_resident_bytes",
            "SETUP_BYTES_PER_ROOT_NNZ", "SETUP_HALO_ROOT_BYTES_PER_NNZ",
            "SETUP_HALO_ROOT_BYTES_PER_FEATURE",
@@ -139,6 +140,11 @@ class HaloCounts:
         ``PartitionedGraph`` on ``grid_15d(c)``): the sampler's block rows and their
         entries (rank ``r`` holds block row ``r // c``); None: the whole pattern on every
         rank (replicated) or the partition's rows (``--hec``).  :func:`with_partitioned_view`.
+    top_degrees : int64 array or None
+        ``--partition-mode partitioned``: the whole pattern's largest row degrees, in
+        descending order (at least :func:`top_degrees_needed` of them, or all): what
+        :func:`partitioned_sampling_bytes` bounds the distributed sampler's rows with.
+        None: not known (the sampler's transient is then not priced).
     """
 
     n: int
@@ -156,6 +162,7 @@ class HaloCounts:
     total_nnz: int
     view_offsets: np.ndarray = None
     view_block_nnz: np.ndarray = None
+    top_degrees: np.ndarray = None
 
     @property
     def ranks(self):
@@ -260,24 +267,41 @@ def counts_from_summaries(summaries, n, offsets, eval_offsets, features, classes
                       int(got[:, 0].sum()))
 
 
-def with_partitioned_view(counts, view_offsets, view_block_nnz):
+def with_partitioned_view(counts, view_offsets, view_block_nnz, top_degrees=None):
     """``counts`` (the replicated sampler's: even evaluation blocks) with the partitioned
-    sampler's block rows ``view_offsets`` (``P/c + 1`` ids) and their entries. Pure."""
+    sampler's block rows ``view_offsets`` (``P/c + 1`` ids), their entries and, when
+    known, the pattern's largest row degrees (:func:`top_degrees_of`). Pure."""
     off = np.asarray(view_offsets, dtype=np.int64)
     nnz = np.asarray(view_block_nnz, dtype=np.int64)
     q = len(off) - 1
     if nnz.shape != (q,) or q < 1 or counts.ranks % q:
         raise ValueError(f"with_partitioned_view: {q} block rows with {nnz.shape} entry "
                          f"counts do not split {counts.ranks} ranks evenly")
-    return dataclasses.replace(counts, view_offsets=off, view_block_nnz=nnz)
+    top = None if top_degrees is None else -np.sort(-np.asarray(top_degrees, dtype=np.int64))
+    return dataclasses.replace(counts, view_offsets=off, view_block_nnz=nnz, top_degrees=top)
 
 
-def partitioned_view_counts(counts, pattern, view_offsets):
-    """:func:`with_partitioned_view` with the block rows' entries read off the whole
-    ``pattern`` (CSR, the sampler's order). Pure."""
+def partitioned_view_counts(counts, pattern, view_offsets, keep=None):
+    """:func:`with_partitioned_view` with the block rows' entries and the ``keep`` largest
+    row degrees (default all) read off the whole ``pattern`` (CSR, the sampler's order). Pure."""
     off = np.asarray(view_offsets, dtype=np.int64)
     indptr = np.asarray(pattern.indptr, dtype=np.int64)
-    return with_partitioned_view(counts, off, indptr[off[1:]] - indptr[off[:-1]])
+    return with_partitioned_view(counts, off, indptr[off[1:]] - indptr[off[:-1]],
+                                 top_degrees_of(np.diff(indptr), keep))
+
+
+def top_degrees_of(degrees, keep=None):
+    """The ``keep`` largest of ``degrees`` (all when None), descending. Pure."""
+    d = np.asarray(degrees, dtype=np.int64)
+    if keep is not None and int(keep) < d.size:
+        d = np.partition(d, d.size - int(keep))[d.size - int(keep):]
+    return -np.sort(-d)
+
+
+def top_degrees_needed(batch_size, fanout, n):
+    """How many of the pattern's largest degrees :func:`partitioned_sampling_bytes` reads:
+    the largest per-minibatch hop destination count of :func:`frontier_bound`. Pure."""
+    return max(d for d, _, _ in frontier_bound(batch_size, fanout, n))
 
 
 def sage_dims(features, hidden, classes, layers):
@@ -299,6 +323,65 @@ def frontier_bound(batch_size, fanout, n):
         out.append((dst, src, dst * int(f)))
         dst = src
     return out
+
+
+#: Bytes :func:`~spgnn.sampling.distributed.sa_spgemm_15d` holds at once per entry of
+#: the product ``P = Q A`` of one hop (``c = 1``): the owned and received rows (int64
+#: column ids, float64 values), their concatenated copy, the backend's product and its
+#: host copy.  Counted from the code (docs/scale.md "Minibatch and HEC").
+SAMPLER_BYTES_PER_ENTRY = 64
+
+#: Extra bytes per entry of ``P`` when ``c > 1``: the allgathered pieces (ids, values),
+#: the repeated row ids, the COO-to-CSR sum and its int64/float64 copy.
+SAMPLER_ALLREDUCE_BYTES_PER_ENTRY = 64
+
+#: Bytes per row of ``Q`` (one per hop destination): the selection matrix, the column
+#: plan (``need``, ``owner``, masks), the compact ``Q`` and the sampler's row keys.
+SAMPLER_BYTES_PER_ROW = 160
+
+
+def partitioned_sampling_bytes(counts, fanout, batch_size, bulk=16):
+    """Per rank, an upper bound of the distributed sampler's transient at its largest hop
+    (``--partition-mode partitioned``: :func:`~spgnn.sampling.sample_partitioned` on
+    ``grid_15d(c)``), or None when ``counts.top_degrees`` is not known. Pure.
+
+    Process row ``i`` samples ``m = ceil(bulk / (P/c))`` minibatches at once; hop ``h``
+    gathers ``A[dst]`` for their ``m·dst_h`` frontier rows (:func:`frontier_bound`).
+    The frontier of one minibatch holds each vertex once (``--frontier unique``), so
+    its rows' entries are at most the sum of the ``dst_h`` largest degrees ``T(dst_h)``
+    and ``P`` has at most ``E_h = m·T(dst_h)`` entries (at most ``m·nnz``).  The
+    rank holds :data:`SAMPLER_BYTES_PER_ENTRY` per entry of it (plus
+    :data:`SAMPLER_ALLREDUCE_BYTES_PER_ENTRY` when ``c > 1``), the rows it sends to
+    the other ``P/c - 1`` process rows of its column (16 bytes per entry, at most its
+    block row's entries), :data:`SAMPLER_BYTES_PER_ROW` per frontier row, and the
+    blocks of the hops already sampled.  ``--frontier tree`` may repeat a vertex in a
+    minibatch's frontier: there this is an estimate, not a bound.  The constants are the
+    compiled backends' (numba, the default): the numpy backend's reference SpGEMM
+    expands every term of ``Q·A`` into several int64 arrays and can exceed it.
+    """
+    c = counts
+    if c.view_offsets is None or c.top_degrees is None:
+        return None
+    q = len(c.view_offsets) - 1
+    m = -(-int(bulk) // q)
+    top = np.asarray(c.top_degrees, dtype=np.int64)
+    csum = np.concatenate([[0], np.cumsum(top)])
+    hops = frontier_bound(batch_size, fanout, c.n)
+    if max(d for d, _, _ in hops) > top.size and top.size < c.n:
+        raise ValueError(f"partitioned_sampling_bytes: {top.size} top degrees, but the "
+                         f"frontier needs {top_degrees_needed(batch_size, fanout, c.n)}")
+    per_entry = SAMPLER_BYTES_PER_ENTRY + (SAMPLER_ALLREDUCE_BYTES_PER_ENTRY
+                                           if c.ranks // q > 1 else 0)
+    block = np.asarray(c.view_block_nnz, dtype=np.int64)[np.arange(c.ranks) // (c.ranks // q)]
+    best = np.zeros(c.ranks, dtype=np.int64)
+    done = 0                            # the blocks of the hops already sampled (all m)
+    for d, s, e in hops:
+        entries = m * min(int(csum[min(d, top.size)]), int(c.total_nnz))
+        sent = np.minimum(block, (q - 1) * entries)
+        now = done + entries * per_entry + 16 * sent + m * d * SAMPLER_BYTES_PER_ROW
+        best = np.maximum(best, now)
+        done += m * _blocks_bytes([(d, s, e)])
+    return best
 
 
 def _blocks_bytes(hops):
@@ -469,8 +552,15 @@ def iteration_bytes(counts, dims, fanout, batch_size, *, hec="off", planned=True
     fetch = src0 * (dims[0] * s + 2 * _I64) if hec == "off" else 0
     if hec is None:             # a bulk: my share of its minibatches, their inputs fetched at once
         share = -(-int(bulk) // c.ranks)
-        return np.full(c.ranks, share * (blocks + src0 * (dims[0] * s + 2 * _I64)) + act,
-                       dtype=np.int64)
+        sampling = partitioned_sampling_bytes(c, fanout, batch_size, bulk)
+        if sampling is None:
+            return np.full(c.ranks, share * (blocks + src0 * (dims[0] * s + 2 * _I64)) + act,
+                           dtype=np.int64)
+        # partitioned: process row i samples m minibatches; replica j keeps ceil(m / c)
+        q = len(c.view_offsets) - 1
+        share = -(-(-(-int(bulk) // q)) // (c.ranks // q))
+        step = share * (blocks + src0 * (dims[0] * s + 2 * _I64)) + act
+        return np.maximum(sampling, step).astype(np.int64)
     local_batches = np.array([-(-int(t) // int(batch_size)) for t in c.train], dtype=np.int64)
     held_blocks = local_batches * blocks if (hec == "on" and planned) else \
         np.full(c.ranks, blocks, dtype=np.int64)
