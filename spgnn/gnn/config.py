@@ -888,7 +888,7 @@ class TrainConfig:
             # the pattern's largest degrees bound the sampler's gathered rows: each block
             # row's largest (replica 0 of each process row), merged
             keep = top_degrees_needed(self.batch_size, self.fanout, mg.n)
-            top = comm.allgather_obj(top_degrees_of(np.diff(sg.local.indptr), keep),
+            top = comm.allgather_obj(top_degrees_of(np.diff(host(sg.local.indptr)), keep),
                                      label="plan:memory")
             counts = with_partitioned_view(counts, sg.offsets, nnz[::sg.c],
                                            top_degrees_of(np.concatenate(top[::sg.c]), keep))
