@@ -17,7 +17,6 @@ inventory once.
 
 import gc
 import tracemalloc
-import types
 
 import numpy as np
 import pytest
@@ -26,17 +25,8 @@ from spgnn.comm import run_loopback
 from spgnn.gnn.config import TrainConfig
 from spgnn.plan.memory_minibatch import (halo_counts, halo_held_bytes, iteration_bytes,
                                          partitioned_view_counts, sage_dims)
+from spgnn.testing.held import held_buffers
 
-from spgnn.comm import Communicator
-
-_SKIP = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
-         types.MethodType, types.CodeType, types.FrameType, Communicator, str, bytes, int, float)
-
-
-def _owner(a):
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
 
 GRAPH = "sbm:400:4:0"
 OPTS = dict(model="sage", epochs=1, backend="numpy", fanout="4,3", batch_size=32, hidden=8,
@@ -61,29 +51,7 @@ def _kind(path):
 
 def inventory(root):
     """``{kind: bytes}`` of the numpy buffers reachable from ``root`` (each buffer once)."""
-    seen, found, stack = set(), {}, [(root, "")]
-    while stack:
-        o, path = stack.pop()
-        if id(o) in seen or isinstance(o, _SKIP):
-            continue
-        seen.add(id(o))
-        if isinstance(o, np.ndarray):
-            w = _owner(o)
-            found.setdefault(id(w), (w, path))
-            continue
-        if isinstance(o, dict):
-            stack.extend((v, f"{path}.{k}") for k, v in o.items())
-        elif isinstance(o, (list, tuple, set, frozenset)):
-            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(o))
-        else:
-            if getattr(o, "__dict__", None) is not None:
-                stack.append((o.__dict__, path))
-            stack.extend((getattr(o, s), f"{path}.{s}") for s in getattr(type(o), "__slots__", ())
-                         if hasattr(o, s))
-    kinds = {}
-    for w, path in found.values():
-        kinds[_kind(path)] = kinds.get(_kind(path), 0) + w.nbytes
-    return kinds
+    return held_buffers(root, _kind)
 
 
 @pytest.fixture(scope="module")

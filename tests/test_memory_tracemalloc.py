@@ -16,27 +16,18 @@ backend) for 1d, 1d-aware, 15d-aware and 3d, trained one epoch, and then:
 
 import gc
 import tracemalloc
-import types
 
-import numpy as np
 import pytest
 
-from spgnn.comm import Communicator, run_loopback
+from spgnn.comm import run_loopback
 from spgnn.gnn.config import TrainConfig
 from spgnn.plan.choose import aggregation_pattern
 from spgnn.plan.memory import held_bytes
 from spgnn.plan.model import candidate_configs, rank_configs
+from spgnn.testing.held import held_buffers
 
 GRAPH = dict(graph="rmat:9:8:1", features="random:12", labels="random:3")
 HIDDEN = 8
-_SKIP = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
-         types.MethodType, types.CodeType, types.FrameType, Communicator, str, bytes, int, float)
-
-
-def _owner(a):
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
 
 
 def _kind(path):
@@ -52,30 +43,8 @@ def _kind(path):
 
 
 def held_arrays(root):
-    """``({kind: bytes}, total)`` of the numpy buffers reachable from ``root`` (each once)."""
-    seen, found, stack = set(), {}, [(root, "")]
-    while stack:
-        o, path = stack.pop()
-        if id(o) in seen or isinstance(o, _SKIP):
-            continue
-        seen.add(id(o))
-        if isinstance(o, np.ndarray):
-            w = _owner(o)
-            found.setdefault(id(w), (w, path))
-            continue
-        if isinstance(o, dict):
-            stack.extend((v, f"{path}.{k}") for k, v in o.items())
-        elif isinstance(o, (list, tuple, set, frozenset)):
-            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(o))
-        else:
-            if getattr(o, "__dict__", None) is not None:
-                stack.append((o.__dict__, path))
-            stack.extend((getattr(o, s), f"{path}.{s}") for s in getattr(type(o), "__slots__", ())
-                         if hasattr(o, s))
-    kinds = {}
-    for w, path in found.values():
-        kinds[_kind(path)] = kinds.get(_kind(path), 0) + w.nbytes
-    return kinds
+    """``{kind: bytes}`` of the numpy buffers reachable from ``root`` (each buffer once)."""
+    return held_buffers(root, _kind)
 
 
 def _options(algo, grid):
